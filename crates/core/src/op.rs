@@ -1,0 +1,419 @@
+//! The closed op set of the graph IR: ggml's WebGPU op table, with typed parameters.
+//!
+//! Each variant documents its sources (`srcs[i]`, `None` where an optional source is absent) and
+//! its semantics by naming the ggml function it mirrors. Backends `match` on `Op` without a
+//! catch-all arm, so adding a variant makes every backend say what it does with it.
+
+/// Binary element-wise ops; `srcs = [a, b]`, `b` broadcast (repeated) over `a` (ggml_add…).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+/// Unary element-wise ops; `srcs = [a]`, result has `a`'s extents (ggml_unary and friends).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum UnaryOp {
+    Abs,
+    Sgn,
+    Neg,
+    Step,
+    Tanh,
+    Elu,
+    Relu,
+    Sigmoid,
+    /// tanh approximation, as ggml_gelu.
+    Gelu,
+    GeluQuick,
+    GeluErf,
+    Silu,
+    Hardswish,
+    Hardsigmoid,
+    Exp,
+    Expm1,
+    Softplus,
+    Floor,
+    Ceil,
+    Round,
+    Trunc,
+    /// ggml_xielu(a, alpha_n, alpha_p, beta, eps).
+    Xielu {
+        alpha_n: f32,
+        alpha_p: f32,
+        beta: f32,
+        eps: f32,
+    },
+    Log,
+    Sqr,
+    Sqrt,
+    Sin,
+    Cos,
+}
+
+/// Gated linear units (ggml_glu / ggml_glu_split).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum GluOp {
+    Reglu,
+    Geglu,
+    Swiglu,
+    /// gpt-oss: `x = min(a, limit); g = clamp(b, -limit, limit); x*sigmoid(alpha*x)*(g+1)`.
+    SwigluOai {
+        alpha: f32,
+        limit: f32,
+    },
+    GegluErf,
+    GegluQuick,
+}
+
+/// RoPE flavours (ggml's GGML_ROPE_TYPE_*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RopeMode {
+    /// Rotates adjacent pairs (x[2i], x[2i+1]).
+    Normal,
+    /// Rotates (x[i], x[i + n_dims/2]).
+    Neox,
+    /// Multi-section (Qwen2-VL): positions has 4 sections per token.
+    MultiSection,
+    /// Interleaved multi-section (Qwen3-VL).
+    InterleavedMultiSection,
+    /// Vision (2-D) rope.
+    Vision,
+}
+
+/// Parameters of ggml_rope_ext / ggml_rope_multi.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RopeParams {
+    pub mode: RopeMode,
+    /// Rotated dimensions (the first `n_dims` of each head).
+    pub n_dims: u32,
+    /// Section sizes of the multi-section and vision modes; zero otherwise.
+    pub sections: [u32; 4],
+    /// Original training context (YaRN).
+    pub n_ctx_orig: u32,
+    pub freq_base: f32,
+    pub freq_scale: f32,
+    pub ext_factor: f32,
+    pub attn_factor: f32,
+    pub beta_fast: f32,
+    pub beta_slow: f32,
+}
+
+/// Which triangle ggml_tri keeps (ggml_tri_type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TriKind {
+    UpperDiag,
+    Upper,
+    LowerDiag,
+    Lower,
+}
+
+/// Sort direction of ggml_argsort.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SortOrder {
+    Asc,
+    Desc,
+}
+
+/// Interpolation of ggml_upscale / ggml_interpolate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScaleMode {
+    Nearest,
+    Bilinear { align_corners: bool },
+    Bicubic { align_corners: bool },
+}
+
+/// One node's operation. The result's dtype and layout live on the node.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    // ---- leaves ----
+    /// Bytes supplied to every run (tokens, positions, masks).
+    Input,
+    /// Constant bytes given when the graph is built (model weights); see `Graph::weight_data`.
+    Weight,
+    /// Persistent storage, zero at compile time, kept across runs (KV cache, recurrent state).
+    State,
+
+    // ---- layout only: the result aliases `srcs[0]`'s storage ----
+    /// ggml_view_4d: explicit extents, strides and offset.
+    View,
+    /// ggml_reshape: same contiguous bytes, new extents.
+    Reshape,
+    /// ggml_permute: source dim `i` becomes result dim `axes[i]`.
+    Permute {
+        axes: [usize; 4],
+    },
+    /// ggml_transpose: swaps dims 0 and 1.
+    Transpose,
+
+    // ---- data movement ----
+    /// ggml_cpy: `srcs = [dst, src]`; writes `src` (converted to dst's dtype) into `dst` in place;
+    /// the result aliases `dst`.
+    Cpy,
+    /// ggml_cont / ggml_cast: contiguous copy of `srcs[0]`, converted to the node's dtype.
+    Cont,
+    /// ggml_set: `srcs = [a, b]`; a copy of `a` with `b` written into the view of `a` at byte
+    /// `offset` with strides `nb` (dims 1..3).
+    Set {
+        nb: [u64; 3],
+        offset: u64,
+    },
+    /// ggml_set_rows: `srcs = [dst, src, idx]`; row `idx[i]` of `dst` gets row `i` of `src`
+    /// (converted), in place; idx is I32 or I64, broadcast over dims 2,3. Result aliases `dst`.
+    SetRows,
+    /// ggml_get_rows: `srcs = [table, idx]`; rows of `table` (any dtype, dequantized) at `idx`.
+    GetRows,
+    /// ggml_concat along `dim`: `srcs = [a, b]`.
+    Concat {
+        dim: usize,
+    },
+    /// ggml_repeat: `srcs = [a]`, tiled to the node's extents.
+    Repeat,
+    /// ggml_pad_ext: `lp`/`rp` zeros before/after each dim (or wrap-around values when `circular`).
+    Pad {
+        lp: [u32; 4],
+        rp: [u32; 4],
+        circular: bool,
+    },
+    /// ggml_diag: `[n, 1, b2, b3]` → `[n, n, b2, b3]` diagonal matrices.
+    Diag,
+    /// ggml_tri: keeps one triangle of each matrix, zero elsewhere.
+    Tri {
+        kind: TriKind,
+    },
+    /// ggml_fill: every element set to `value`.
+    Fill {
+        value: f32,
+    },
+
+    // ---- matrix ----
+    /// ggml_mul_mat: `srcs = [a, b]`, result `[a.ne1, b.ne1, b.ne2, b.ne3]`,
+    /// `r[i, j] = Σ_k a[k, i] * b[k, j]`, `a` broadcast over `b`'s dims 2 and 3.
+    MulMat,
+    /// ggml_mul_mat_id (MoE): `srcs = [experts, b, ids]`.
+    MulMatId,
+    /// ggml_solve_tri(a, b, left, lower, uni): solves a triangular system.
+    SolveTri {
+        left: bool,
+        lower: bool,
+        uni: bool,
+    },
+    /// ggml_conv_2d_direct: `srcs = [kernel, input]`.
+    Conv2d {
+        stride: [u32; 2],
+        pad: [u32; 2],
+        dilation: [u32; 2],
+    },
+    /// ggml_im2col: `srcs = [kernel, input]`; result dtype is the node's.
+    Im2Col {
+        stride: [u32; 2],
+        pad: [u32; 2],
+        dilation: [u32; 2],
+        is_2d: bool,
+    },
+
+    // ---- element-wise ----
+    Binary(BinaryOp),
+    /// ggml_add_id: `srcs = [a, b, ids]`, `a[:, i1, i2] + b[:, ids[i1, i2]]`.
+    AddId,
+    Unary(UnaryOp),
+    /// ggml_clamp.
+    Clamp {
+        min: f32,
+        max: f32,
+    },
+    /// ggml_scale_bias: `a * scale + bias`.
+    Scale {
+        scale: f32,
+        bias: f32,
+    },
+    /// ggml_glu: `srcs = [a]` (gate and value are the two halves of each row; `swapped` exchanges
+    /// them) or `srcs = [a, b]` (ggml_glu_split: `a` is gated, `b` is the linear part).
+    Glu {
+        op: GluOp,
+        swapped: bool,
+    },
+
+    // ---- normalization ----
+    RmsNorm {
+        eps: f32,
+    },
+    Norm {
+        eps: f32,
+    },
+    L2Norm {
+        eps: f32,
+    },
+    /// ggml_soft_max_ext: `srcs = [a, mask?, sinks?]`; `softmax(a*scale + slope*mask)` per row.
+    SoftMax {
+        scale: f32,
+        max_bias: f32,
+    },
+    /// ggml_rope_ext / ggml_rope_multi: `srcs = [x, positions (I32), freq_factors?]`.
+    Rope(RopeParams),
+    /// ggml_flash_attn_ext: `srcs = [q, k, v, mask?, sinks?]`; result `[dv, n_head, n_q, batch]`.
+    FlashAttnExt {
+        scale: f32,
+        max_bias: f32,
+        logit_softcap: f32,
+    },
+
+    // ---- reductions and sorting ----
+    /// ggml_sum: one value, the sum of all elements.
+    Sum,
+    /// ggml_sum_rows: `[1, ne1, ne2, ne3]`.
+    SumRows,
+    /// ggml_cumsum along dim 0.
+    CumSum,
+    /// ggml_argmax: I32 index of the largest value of each row.
+    ArgMax,
+    /// ggml_argsort: I32 indices sorting each row.
+    ArgSort {
+        order: SortOrder,
+    },
+    /// ggml_top_k: I32 indices of the `k` largest values of each row, largest first.
+    TopK {
+        k: u32,
+    },
+
+    // ---- sequence models ----
+    /// ggml_ssm_conv: `srcs = [conv_x, conv_weight]`.
+    SsmConv,
+    /// ggml_ssm_scan: `srcs = [s, x, dt, A, B, C, ids]`.
+    SsmScan,
+    /// ggml_gated_delta_net: `srcs = [q, k, v, g, beta, state]`.
+    GatedDeltaNet,
+    /// ggml_interpolate: resizes dims 0..3 to the node's extents.
+    Upscale {
+        mode: ScaleMode,
+    },
+}
+
+impl Op {
+    /// The op's name, as ggml prints it (`"MUL_MAT"`, `"UNARY(SILU)"` prints as `"SILU"`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input => "INPUT",
+            Op::Weight => "WEIGHT",
+            Op::State => "STATE",
+            Op::View => "VIEW",
+            Op::Reshape => "RESHAPE",
+            Op::Permute { .. } => "PERMUTE",
+            Op::Transpose => "TRANSPOSE",
+            Op::Cpy => "CPY",
+            Op::Cont => "CONT",
+            Op::Set { .. } => "SET",
+            Op::SetRows => "SET_ROWS",
+            Op::GetRows => "GET_ROWS",
+            Op::Concat { .. } => "CONCAT",
+            Op::Repeat => "REPEAT",
+            Op::Pad { .. } => "PAD",
+            Op::Diag => "DIAG",
+            Op::Tri { .. } => "TRI",
+            Op::Fill { .. } => "FILL",
+            Op::MulMat => "MUL_MAT",
+            Op::MulMatId => "MUL_MAT_ID",
+            Op::SolveTri { .. } => "SOLVE_TRI",
+            Op::Conv2d { .. } => "CONV_2D",
+            Op::Im2Col { .. } => "IM2COL",
+            Op::Binary(b) => match b {
+                BinaryOp::Add => "ADD",
+                BinaryOp::Sub => "SUB",
+                BinaryOp::Mul => "MUL",
+                BinaryOp::Div => "DIV",
+            },
+            Op::AddId => "ADD_ID",
+            Op::Unary(u) => u.name(),
+            Op::Clamp { .. } => "CLAMP",
+            Op::Scale { .. } => "SCALE",
+            Op::Glu { op, .. } => op.name(),
+            Op::RmsNorm { .. } => "RMS_NORM",
+            Op::Norm { .. } => "NORM",
+            Op::L2Norm { .. } => "L2_NORM",
+            Op::SoftMax { .. } => "SOFT_MAX",
+            Op::Rope(_) => "ROPE",
+            Op::FlashAttnExt { .. } => "FLASH_ATTN_EXT",
+            Op::Sum => "SUM",
+            Op::SumRows => "SUM_ROWS",
+            Op::CumSum => "CUMSUM",
+            Op::ArgMax => "ARGMAX",
+            Op::ArgSort { .. } => "ARGSORT",
+            Op::TopK { .. } => "TOP_K",
+            Op::SsmConv => "SSM_CONV",
+            Op::SsmScan => "SSM_SCAN",
+            Op::GatedDeltaNet => "GATED_DELTA_NET",
+            Op::Upscale { .. } => "UPSCALE",
+        }
+    }
+
+    /// True for leaves (no sources, storage not computed by the graph).
+    pub fn is_leaf(&self) -> bool {
+        matches!(self, Op::Input | Op::Weight | Op::State)
+    }
+
+    /// True when the result shares the storage of `srcs[0]` (layout ops and in-place writes).
+    pub fn aliases_src0(&self) -> bool {
+        matches!(
+            self,
+            Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose | Op::Cpy | Op::SetRows
+        )
+    }
+
+    /// True when the op only reinterprets its source's bytes (no kernel runs).
+    pub fn is_layout_only(&self) -> bool {
+        matches!(
+            self,
+            Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose
+        )
+    }
+}
+
+impl UnaryOp {
+    /// ggml's name for the op.
+    pub fn name(&self) -> &'static str {
+        match self {
+            UnaryOp::Abs => "ABS",
+            UnaryOp::Sgn => "SGN",
+            UnaryOp::Neg => "NEG",
+            UnaryOp::Step => "STEP",
+            UnaryOp::Tanh => "TANH",
+            UnaryOp::Elu => "ELU",
+            UnaryOp::Relu => "RELU",
+            UnaryOp::Sigmoid => "SIGMOID",
+            UnaryOp::Gelu => "GELU",
+            UnaryOp::GeluQuick => "GELU_QUICK",
+            UnaryOp::GeluErf => "GELU_ERF",
+            UnaryOp::Silu => "SILU",
+            UnaryOp::Hardswish => "HARDSWISH",
+            UnaryOp::Hardsigmoid => "HARDSIGMOID",
+            UnaryOp::Exp => "EXP",
+            UnaryOp::Expm1 => "EXPM1",
+            UnaryOp::Softplus => "SOFTPLUS",
+            UnaryOp::Floor => "FLOOR",
+            UnaryOp::Ceil => "CEIL",
+            UnaryOp::Round => "ROUND",
+            UnaryOp::Trunc => "TRUNC",
+            UnaryOp::Xielu { .. } => "XIELU",
+            UnaryOp::Log => "LOG",
+            UnaryOp::Sqr => "SQR",
+            UnaryOp::Sqrt => "SQRT",
+            UnaryOp::Sin => "SIN",
+            UnaryOp::Cos => "COS",
+        }
+    }
+}
+
+impl GluOp {
+    /// ggml's name for the op.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GluOp::Reglu => "REGLU",
+            GluOp::Geglu => "GEGLU",
+            GluOp::Swiglu => "SWIGLU",
+            GluOp::SwigluOai { .. } => "SWIGLU_OAI",
+            GluOp::GegluErf => "GEGLU_ERF",
+            GluOp::GegluQuick => "GEGLU_QUICK",
+        }
+    }
+}
