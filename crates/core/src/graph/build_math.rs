@@ -75,3 +75,33 @@ impl Graph {
         self.push(Op::MulMat, vec![Some(a), Some(b)], DType::F32, l)
     }
 }
+
+impl Graph {
+    fn same_shape_float(&mut self, a: TensorId, op: Op) -> Result<TensorId> {
+        let n = self.try_node(a)?;
+        if !n.dtype.is_float() {
+            return Err(Error::DType {
+                op: op.name(),
+                dtypes: n.dtype.to_string(),
+            });
+        }
+        let dtype = n.dtype;
+        let l = Layout::contiguous(dtype, n.layout.ne)?;
+        self.push(op, vec![Some(a)], dtype, l)
+    }
+
+    /// Clamps every value to `[min, max]` (ggml_clamp).
+    pub fn clamp(&mut self, a: TensorId, min: f32, max: f32) -> Result<TensorId> {
+        self.same_shape_float(a, Op::Clamp { min, max })
+    }
+
+    /// `a·scale + bias` (ggml_scale_bias).
+    pub fn scale(&mut self, a: TensorId, scale: f32, bias: f32) -> Result<TensorId> {
+        self.same_shape_float(a, Op::Scale { scale, bias })
+    }
+
+    /// A tensor of `a`'s extents filled with `value` (ggml_fill).
+    pub fn fill(&mut self, a: TensorId, value: f32) -> Result<TensorId> {
+        self.same_shape_float(a, Op::Fill { value })
+    }
+}

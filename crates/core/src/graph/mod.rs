@@ -4,8 +4,15 @@
 //! Builder methods live next to their op family (`build_*.rs`); each checks its sources' dtypes
 //! and extents and returns an [`Error`] naming the problem rather than panicking.
 
+mod build_attn;
 mod build_layout;
 mod build_math;
+mod build_nn;
+mod build_reduce;
+mod build_seq;
+mod build_shape;
+
+pub use build_math::can_repeat;
 
 use std::collections::HashMap;
 

@@ -1,0 +1,1 @@
+//! Builders for build_attn ops (being written).

@@ -1,0 +1,1 @@
+//! Builders for build_nn ops (being written).

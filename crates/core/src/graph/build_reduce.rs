@@ -1,0 +1,1 @@
+//! Builders for build_reduce ops (being written).

@@ -1,0 +1,1 @@
+//! Builders for build_seq ops (being written).

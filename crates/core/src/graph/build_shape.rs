@@ -1,0 +1,1 @@
+//! Builders for build_shape ops (being written).
