@@ -1,7 +1,7 @@
 //! Matrix products: mul_mat (any weight dtype, rows dequantized on the fly), mul_mat_id.
 
 use rayon::prelude::*;
-use wgllm_core::Result;
+use wgllm_core::{Error, Result};
 
 use crate::Ctx;
 
@@ -40,6 +40,56 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
+/// ggml_mul_mat_id: `r[:, e, t] = experts[:, :, ids[e, t]] · b[:, e % b.ne1, t]`; an id outside
+/// `0..n_expert` is an error. Each used expert's rows are decoded once per call.
 pub(crate) fn mul_mat_id(ctx: &mut Ctx) -> Result<()> {
-    super::not_yet(ctx)
+    let a = ctx.src(0)?;
+    let b = ctx.dense(1)?;
+    let ids = ctx.ints(2)?;
+    let [k, m, n_expert, _] = a.ne();
+    let n_used = ctx.out_ne()[1];
+    let n_tokens = b.ne[2];
+    let mut slots: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n_expert];
+    for t in 0..n_tokens {
+        for e in 0..n_used {
+            let id = ids[t * n_used + e];
+            let x = usize::try_from(id)
+                .ok()
+                .filter(|&x| x < n_expert)
+                .ok_or_else(|| {
+                    Error::shape(format!(
+                        "mul_mat_id: expert id {id} (slot {e}, token {t}) out of range 0..{n_expert}"
+                    ))
+                })?;
+            slots[x].push((e, t));
+        }
+    }
+    // Per expert in use: its weight rows dotted with every (slot, token) column routed to it.
+    let per_expert: Vec<Vec<(usize, usize, Vec<f32>)>> = slots
+        .par_iter()
+        .enumerate()
+        .filter(|(_, cols)| !cols.is_empty())
+        .map(|(x, cols)| {
+            let mut w = vec![0f32; k * m];
+            for (im, row) in w.chunks_exact_mut(k.max(1)).take(m).enumerate() {
+                a.row_f32(im, x, 0, row)?;
+            }
+            Ok(cols
+                .iter()
+                .map(|&(e, t)| {
+                    let bcol = b.row(e % b.ne[1], t, 0);
+                    let r = (0..m)
+                        .map(|im| dot(&w[im * k..(im + 1) * k], bcol))
+                        .collect();
+                    (e, t, r)
+                })
+                .collect())
+        })
+        .collect::<Result<_>>()?;
+    let mut out = vec![0f32; m * n_used * n_tokens];
+    for (e, t, r) in per_expert.into_iter().flatten() {
+        let base = (t * n_used + e) * m;
+        out[base..base + m].copy_from_slice(&r);
+    }
+    ctx.write(&out)
 }
