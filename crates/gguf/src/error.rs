@@ -1,5 +1,8 @@
 //! Errors of the GGUF reader and writer. Every parse error names what was being read and the byte
 //! offset (from the start of the file) where it starts, or the tensor it belongs to.
+//!
+//! Messages already include their cause (an I/O error, the error inside a metadata value), so no
+//! variant reports a `source()`: a printed error chain says each thing once.
 
 use std::io;
 use std::path::PathBuf;
@@ -8,11 +11,11 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum GgufError {
     /// The file could not be opened or mapped.
-    #[error("cannot read {}: {source}", path.display())]
-    Open { path: PathBuf, source: io::Error },
+    #[error("cannot read {}: {cause}", path.display())]
+    Open { path: PathBuf, cause: io::Error },
     /// Writing a file failed.
     #[error("cannot write GGUF: {0}")]
-    Write(#[from] io::Error),
+    Write(io::Error),
     /// The first four bytes are not `GGUF`.
     #[error("bad magic {found:02x?} at offset 0: not a GGUF file (expected \"GGUF\")")]
     BadMagic { found: Vec<u8> },
@@ -55,8 +58,8 @@ pub enum GgufError {
     #[error("duplicate metadata key {key:?} at offset {offset}")]
     DuplicateKey { key: String, offset: u64 },
     /// An error inside the value of one metadata key.
-    #[error("metadata key {key:?}: {source}")]
-    InKey { key: String, source: Box<GgufError> },
+    #[error("metadata key {key:?}: {error}")]
+    InKey { key: String, error: Box<GgufError> },
     /// `general.alignment` is not a power of two (or not an unsigned integer).
     #[error("invalid general.alignment: {what}")]
     BadAlignment { what: String },
@@ -119,7 +122,7 @@ impl GgufError {
     pub(crate) fn in_key(self, key: &str) -> GgufError {
         GgufError::InKey {
             key: key.to_owned(),
-            source: Box::new(self),
+            error: Box::new(self),
         }
     }
 }

@@ -84,9 +84,9 @@ impl GgufFile {
     /// until the last of them is dropped.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let path = path.as_ref();
-        let open_err = |source| GgufError::Open {
+        let open_err = |cause| GgufError::Open {
             path: path.to_owned(),
-            source,
+            cause,
         };
         let file = File::open(path).map_err(open_err)?;
         // SAFETY: the mapping is read-only. It is undefined behaviour if another process truncates

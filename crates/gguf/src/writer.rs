@@ -193,14 +193,16 @@ impl GgufWriter {
 
     /// Writes the file to `w`.
     pub fn write_to(&self, mut w: impl Write) -> Result<()> {
-        w.write_all(&self.header())?;
-        let zeros = vec![0u8; self.pad(1)];
-        for t in &self.tensors {
-            w.write_all(&t.data)?;
-            w.write_all(&zeros[..self.pad(t.data.len() as u64)])?;
-        }
-        w.flush()?;
-        Ok(())
+        let mut write = || -> std::io::Result<()> {
+            w.write_all(&self.header())?;
+            let zeros = vec![0u8; self.pad(1)];
+            for t in &self.tensors {
+                w.write_all(&t.data)?;
+                w.write_all(&zeros[..self.pad(t.data.len() as u64)])?;
+            }
+            w.flush()
+        };
+        write().map_err(GgufError::Write)
     }
 
     /// The whole file in memory.
