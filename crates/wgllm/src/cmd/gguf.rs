@@ -1,0 +1,78 @@
+//! `wgllm gguf …`: low-level tools over GGUF files.
+//!
+//! `wgllm gguf dequant FILE TENSOR [--rows N]` decodes a tensor with the bit-exact CPU reference
+//! (`wgllm_core::quant::dequantize`) and prints it as f32, one row (`ne[0]` values) a line.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context};
+use clap::Subcommand;
+use wgllm_gguf::GgufFile;
+
+/// The `wgllm gguf` subcommands.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Print a tensor's values as f32, one row (ne[0] values, space-separated) per line.
+    ///
+    /// Rows are printed in storage order: ne[1] varies fastest, then ne[2], then ne[3].
+    Dequant(DequantArgs),
+}
+
+/// Arguments of `wgllm gguf dequant`.
+#[derive(clap::Args)]
+pub struct DequantArgs {
+    /// The .gguf file.
+    pub file: PathBuf,
+    /// Name of the tensor (as listed by `wgllm info`).
+    pub tensor: String,
+    /// Print only the first N rows (default: all).
+    #[arg(long, value_name = "N")]
+    pub rows: Option<u64>,
+}
+
+/// Runs a `wgllm gguf` subcommand.
+pub fn run(cmd: &Command, out: &mut impl Write) -> anyhow::Result<()> {
+    match cmd {
+        Command::Dequant(args) => dequant(args, out),
+    }
+}
+
+fn dequant(args: &DequantArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let file = GgufFile::open(&args.file)?;
+    let t = file.tensor(&args.tensor).ok_or_else(|| {
+        anyhow!(
+            "no tensor named {:?} in {} (`wgllm info` lists them)",
+            args.tensor,
+            args.file.display()
+        )
+    })?;
+    let layout = t.layout();
+    let row_len = layout.ne[0];
+    let row_bytes = t
+        .dtype()
+        .row_bytes(row_len)
+        .ok_or_else(|| anyhow!("tensor {:?}: row size overflows", t.name()))?;
+    let rows = args.rows.map_or(layout.nrows(), |n| n.min(layout.nrows()));
+    let data = file.tensor_data(t)?;
+    let row_len = usize::try_from(row_len)?;
+    let mut values = vec![0f32; row_len];
+    // `row_bytes` is at most the tensor size, which fits in memory.
+    for src in data
+        .chunks_exact(usize::try_from(row_bytes)?)
+        .take(usize::try_from(rows)?)
+    {
+        wgllm_core::quant::dequantize(t.dtype(), src, &mut values)
+            .with_context(|| format!("tensor {:?}", t.name()))?;
+        let mut first = true;
+        for v in &values {
+            if !first {
+                out.write_all(b" ")?;
+            }
+            first = false;
+            write!(out, "{v}")?;
+        }
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
