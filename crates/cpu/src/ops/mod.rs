@@ -76,13 +76,3 @@ pub(crate) fn eval(ctx: &mut Ctx) -> Result<()> {
         Op::Upscale { mode } => shape::upscale(ctx, *mode),
     }
 }
-
-/// The error for an op this backend has not implemented yet.
-fn not_yet(ctx: &Ctx) -> Result<()> {
-    Err(wgllm_core::Error::Unsupported {
-        backend: "cpu".into(),
-        op: ctx.node.op.name(),
-        dtypes: wgllm_core::graph::dtypes_str(ctx.graph, ctx.node),
-        why: "not implemented yet".into(),
-    })
-}
