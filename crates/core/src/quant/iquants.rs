@@ -7,8 +7,8 @@
 //! without an importance matrix); the codebook formats need an importance matrix and search tables.
 
 use super::iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
-use super::kquants_search::{best_index, signed_max, GROUP_MAX_EPS};
-use super::{f16_at, nearest_int, put_f16};
+use super::kquants_search::{best_index, GROUP_MAX_EPS};
+use super::{f16_at, nearest_int, put_f16, signed_max};
 
 const QK_K: usize = 256;
 

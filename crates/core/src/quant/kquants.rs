@@ -8,9 +8,9 @@
 //! re-picks every code against the scales as actually stored.
 
 use super::kquants_search::{
-    make_q3_quants, make_qkx2_quants, make_qx_quants, signed_max, Sweep, GROUP_MAX_EPS,
+    make_q3_quants, make_qkx2_quants, make_qx_quants, Sweep, GROUP_MAX_EPS,
 };
-use super::{f16_at, nearest_int, put_f16, via_f16};
+use super::{f16_at, nearest_int, put_f16, signed_max, via_f16};
 
 const QK: usize = 256;
 

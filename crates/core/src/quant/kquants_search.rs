@@ -5,27 +5,10 @@
 //! minimum) and the integer codes that minimise a weighted error; the block quantizers in
 //! [`super::kquants`] then quantize those per-group scales themselves.
 
-use super::nearest_int;
+use super::{nearest_int, signed_max};
 
 /// Below this magnitude a group counts as all zero (`GROUP_MAX_EPS` in ggml).
 pub(super) const GROUP_MAX_EPS: f32 = 1e-15;
-
-/// The signed value of largest magnitude (the first one on ties).
-pub(super) fn signed_max(x: &[f32]) -> f32 {
-    let (mut amax, mut max) = (0.0f32, 0.0f32);
-    for &v in x {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
-    max
-}
-
-#[inline]
-fn clamp_code(l: i32, lo: i32, hi: i32) -> i32 {
-    l.clamp(lo, hi)
-}
 
 /// Symmetric codes in `-nmax..nmax` (stored as `l + nmax` in `codes`), with weights `x²`
 /// (ggml's `make_qx_quants` with `rmse_type = 1` and no importance matrix).
@@ -41,7 +24,7 @@ pub(super) fn make_qx_quants(x: &[f32], nmax: i32, codes: &mut [i8]) -> f32 {
     let fit = |iscale: f32| {
         let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
         for &v in x {
-            let l = clamp_code(nearest_int(iscale * v), -nmax, nmax - 1) as f32;
+            let l = nearest_int(iscale * v).clamp(-nmax, nmax - 1) as f32;
             let w = v * v;
             sumlx += w * v * l;
             suml2 += w * l * l;
@@ -50,7 +33,7 @@ pub(super) fn make_qx_quants(x: &[f32], nmax: i32, codes: &mut [i8]) -> f32 {
     };
     let assign = |iscale: f32, codes: &mut [i8]| {
         for (c, &v) in codes.iter_mut().zip(x) {
-            *c = (clamp_code(nearest_int(iscale * v), -nmax, nmax - 1) + nmax) as i8;
+            *c = (nearest_int(iscale * v).clamp(-nmax, nmax - 1) + nmax) as i8;
         }
     };
     let iscale = -(nmax as f32) / max;
@@ -81,7 +64,7 @@ pub(super) fn make_q3_quants(x: &[f32], nmax: i32, codes: &mut [i8]) -> f32 {
     let iscale = -(nmax as f32) / max;
     let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
     for (c, &v) in codes.iter_mut().zip(x) {
-        let l = clamp_code(nearest_int(iscale * v), -nmax, nmax - 1);
+        let l = nearest_int(iscale * v).clamp(-nmax, nmax - 1);
         *c = l as i8;
         let (w, l) = (v * v, l as f32);
         sumlx += w * v * l;
@@ -97,7 +80,7 @@ pub(super) fn make_q3_quants(x: &[f32], nmax: i32, codes: &mut [i8]) -> f32 {
                 continue;
             }
             let mut sl2 = suml2 - w * old * old;
-            let new = clamp_code(nearest_int(v * sl2 / slx), -nmax, nmax - 1);
+            let new = nearest_int(v * sl2 / slx).clamp(-nmax, nmax - 1);
             if new != i32::from(*c) {
                 let new_f = new as f32;
                 slx += w * v * new_f;
@@ -177,7 +160,7 @@ pub(super) fn make_qkx2_quants(
     };
     let quantize_with = |iscale: f32, min: f32, codes: &mut [u8]| {
         for (c, &v) in codes.iter_mut().zip(x) {
-            *c = clamp_code(nearest_int(iscale * (v - min)), 0, nmax) as u8;
+            *c = nearest_int(iscale * (v - min)).clamp(0, nmax) as u8;
         }
     };
     let iscale = nmax_f / (max - min);

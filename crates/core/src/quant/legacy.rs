@@ -8,7 +8,7 @@
 //! In every block, value `j < 16` lives in the low nibble of byte `j` and value `j + 16` in its high
 //! nibble; `Q5_*` keep the fifth bit of value `j` in bit `j` of the little-endian `u32` `qh`.
 
-use super::{argmax_abs, f16_at, put_f16};
+use super::{f16_at, put_f16, signed_max};
 
 const QK: usize = 32;
 
@@ -90,7 +90,7 @@ fn inverse(d: f32) -> f32 {
 
 /// Symmetric 4/5-bit: `d = x[argmax |x|] / -half`, code `trunc(x / d + half + 0.5)`, capped at `2 * half - 1`.
 fn quantize_symmetric(x: &[f32], half: f32) -> (f32, [u8; QK]) {
-    let d = x[argmax_abs(x)] / -half;
+    let d = signed_max(x) / -half;
     let id = inverse(d);
     let top = (2.0 * half - 1.0) as u8;
     let mut q = [0u8; QK];

@@ -5,9 +5,9 @@
 //! Floating-point operations are done in the order `gguf/quants.py` does them (for example
 //! `(d * scale) * q - m`, never fused), so dequantized values match to the last bit.
 //!
-//! One module per family: [`float`] (plain scalars), [`legacy`] (`Q4_0`..`Q8_1`), [`kquants`]
-//! (`Q2_K`..`Q8_K`, scale search in [`kquants_search`]), [`iquants`] (the IQ codebook formats, with
-//! tables in [`iq_grids`]), [`ternary`] (`TQ1_0`, `TQ2_0`) and [`mxfp4`].
+//! One module per family: `float` (plain scalars), `legacy` (`Q4_0`..`Q8_1`), `kquants`
+//! (`Q2_K`..`Q8_K`, scale search in `kquants_search`), `iquants` (the IQ codebook formats, with
+//! tables in `iq_grids`), `ternary` (`TQ1_0`, `TQ2_0`) and `mxfp4`.
 //!
 //! Adding a format: write `dequantize_x(src, dst)` (and `quantize_x`) in its family module, walking
 //! `chunks_exact` over blocks, then add the arms below; the `match`es have no catch-all, so the
@@ -198,16 +198,17 @@ fn nearest_int(v: f32) -> i32 {
     v.round_ties_even() as i32
 }
 
-/// The index of the first value of largest magnitude (numpy's `argmax(abs(x))`).
+/// The first value of largest magnitude, sign included (numpy's `x[argmax(abs(x))]`, ggml's
+/// `if (fabsf(v) > amax) { amax = fabsf(v); max = v; }`); `x[0]` when all are zero.
 #[inline]
-fn argmax_abs(x: &[f32]) -> usize {
+fn signed_max(x: &[f32]) -> f32 {
     let mut best = 0;
     for (i, v) in x.iter().enumerate() {
         if v.abs() > x[best].abs() {
             best = i;
         }
     }
-    best
+    x[best]
 }
 
 #[cfg(test)]
