@@ -147,9 +147,9 @@ impl Layout {
             seen[a] = true;
         }
         let mut out = *self;
-        for i in 0..MAX_DIMS {
-            out.ne[axes[i]] = self.ne[i];
-            out.nb[axes[i]] = self.nb[i];
+        for (i, &a) in axes.iter().enumerate() {
+            out.ne[a] = self.ne[i];
+            out.nb[a] = self.nb[i];
         }
         Ok(out)
     }
@@ -171,7 +171,7 @@ impl Layout {
         nb: [u64; MAX_DIMS],
         offset: u64,
     ) -> Result<Layout> {
-        if dtype.is_quantized() && ne[0] % dtype.block_size() as u64 != 0 {
+        if dtype.is_quantized() && !ne[0].is_multiple_of(dtype.block_size() as u64) {
             return Err(Error::Shape {
                 what: format!("view row of {} values is not whole {} blocks", ne[0], dtype),
             });

@@ -9,7 +9,7 @@ use crate::op::{BinaryOp, Op, UnaryOp};
 
 /// True when `b`'s extents tile `a`'s (each of a's extents is a multiple of b's): ggml_can_repeat.
 pub fn can_repeat(b: [u64; 4], a: [u64; 4]) -> bool {
-    (0..4).all(|i| b[i] != 0 && a[i] % b[i] == 0)
+    (0..4).all(|i| b[i] != 0 && a[i].is_multiple_of(b[i]))
 }
 
 impl Graph {
