@@ -19,6 +19,30 @@ pub trait Backend {
 
     /// Prepares `graph` for repeated runs.
     fn compile(&self, graph: &Graph) -> Result<Box<dyn Executable>>;
+
+    /// Prepares several graphs whose `State` leaves of equal name share one storage: the prefill
+    /// and decode graphs of one model read and write the same KV cache. Equal names must have
+    /// equal dtype and extents.
+    fn compile_shared(&self, graphs: &[&Graph]) -> Result<Vec<Box<dyn Executable>>>;
+}
+
+/// Checks that `State` leaves of equal name agree in dtype and extents across `graphs`.
+pub fn check_shared_states(graphs: &[&Graph]) -> Result<()> {
+    let mut seen: std::collections::HashMap<&str, (crate::DType, [u64; 4])> = Default::default();
+    for g in graphs {
+        for n in g.nodes().iter().filter(|n| n.op == crate::Op::State) {
+            let this = (n.dtype, n.layout.ne);
+            if let Some(prev) = seen.insert(&n.name, this) {
+                if prev != this {
+                    return Err(crate::Error::graph(format!(
+                        "state '{}' is {} {:?} in one graph and {} {:?} in another",
+                        n.name, prev.0, prev.1, this.0, this.1
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A compiled graph.

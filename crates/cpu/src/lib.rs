@@ -8,6 +8,10 @@
 mod ops;
 pub mod store;
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use wgllm_core::backend::check_shared_states;
 use wgllm_core::plan::plan_memory;
 use wgllm_core::{Backend, DType, Error, Executable, Graph, Node, Op, Result, TensorId};
 
@@ -29,26 +33,79 @@ impl Backend for CpuBackend {
     }
 
     fn compile(&self, graph: &Graph) -> Result<Box<dyn Executable>> {
-        for t in graph.ids() {
-            self.supports(graph, t)?;
+        let mut v = self.compile_shared(&[graph])?;
+        Ok(v.pop().expect("one executable per graph"))
+    }
+
+    fn compile_shared(&self, graphs: &[&Graph]) -> Result<Vec<Box<dyn Executable>>> {
+        check_shared_states(graphs)?;
+        let states: SharedStates = Default::default();
+        let mut out: Vec<Box<dyn Executable>> = Vec::with_capacity(graphs.len());
+        for graph in graphs {
+            for t in graph.ids() {
+                self.supports(graph, t)?;
+            }
+            let plan = plan_memory(graph, 16);
+            let mut store = Store::new(graph, plan)?;
+            // State buffers live in the shared pool; each run borrows them.
+            let mut pool = states
+                .lock()
+                .map_err(|_| Error::graph("state pool poisoned"))?;
+            for t in graph.ids() {
+                let n = graph.node(t);
+                if n.op == Op::State {
+                    let buf = store.leaves.remove(&t).expect("states have buffers");
+                    pool.entry(n.name.clone()).or_insert(buf);
+                }
+            }
+            drop(pool);
+            out.push(Box::new(CpuExecutable {
+                graph: (*graph).clone(),
+                store,
+                states: states.clone(),
+            }));
         }
-        let plan = plan_memory(graph, 16);
-        let store = Store::new(graph, plan)?;
-        Ok(Box::new(CpuExecutable {
-            graph: graph.clone(),
-            store,
-        }))
+        Ok(out)
     }
 }
+
+type SharedStates = Arc<Mutex<HashMap<String, Vec<u8>>>>;
 
 /// A graph compiled for the CPU.
 pub struct CpuExecutable {
     graph: Graph,
     store: Store,
+    states: SharedStates,
 }
 
-impl Executable for CpuExecutable {
-    fn run(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<()> {
+impl CpuExecutable {
+    /// Runs `f` with this graph's state buffers moved in from the shared pool, and moves them
+    /// back afterwards (also when `f` fails).
+    fn with_states<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        let states = self.states.clone();
+        let mut pool = states
+            .lock()
+            .map_err(|_| Error::graph("state pool poisoned"))?;
+        let ids: Vec<TensorId> = self
+            .graph
+            .ids()
+            .filter(|&t| self.graph.node(t).op == Op::State)
+            .collect();
+        for &t in &ids {
+            let buf = pool
+                .remove(&self.graph.node(t).name)
+                .expect("every state is in the pool");
+            self.store.leaves.insert(t, buf);
+        }
+        let r = f(self);
+        for &t in &ids {
+            let buf = self.store.leaves.remove(&t).expect("checked out above");
+            pool.insert(self.graph.node(t).name.clone(), buf);
+        }
+        r
+    }
+
+    fn run_inner(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<()> {
         for t in self.graph.ids() {
             if self.graph.node(t).op == Op::Input && !inputs.iter().any(|(i, _)| *i == t) {
                 return Err(Error::graph(format!(
@@ -88,7 +145,7 @@ impl Executable for CpuExecutable {
         Ok(())
     }
 
-    fn read(&mut self, t: TensorId) -> Result<Vec<u8>> {
+    fn read_inner(&mut self, t: TensorId) -> Result<Vec<u8>> {
         let node = self.graph.try_node(t)?;
         let readable = self.graph.outputs().contains(&t)
             || matches!(
@@ -123,7 +180,7 @@ impl Executable for CpuExecutable {
         Ok(out)
     }
 
-    fn write(&mut self, t: TensorId, data: &[u8]) -> Result<()> {
+    fn write_inner(&mut self, t: TensorId, data: &[u8]) -> Result<()> {
         let node = self.graph.try_node(t)?;
         if node.op != Op::State {
             return Err(Error::graph(format!(
@@ -142,6 +199,20 @@ impl Executable for CpuExecutable {
         }
         buf.copy_from_slice(data);
         Ok(())
+    }
+}
+
+impl Executable for CpuExecutable {
+    fn run(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<()> {
+        self.with_states(|this| this.run_inner(inputs))
+    }
+
+    fn read(&mut self, t: TensorId) -> Result<Vec<u8>> {
+        self.with_states(|this| this.read_inner(t))
+    }
+
+    fn write(&mut self, t: TensorId, data: &[u8]) -> Result<()> {
+        self.with_states(|this| this.write_inner(t, data))
     }
 }
 

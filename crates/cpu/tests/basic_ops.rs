@@ -111,3 +111,36 @@ fn cpy_into_a_transposed_view_and_cont() {
         .collect();
     assert_eq!(out[2], ex);
 }
+
+#[test]
+fn graphs_compiled_together_share_state_by_name() {
+    use wgllm_core::Backend;
+    // Graph 1 writes two rows of the cache; graph 2 reads the whole cache.
+    let mut g1 = Graph::new();
+    let kv = g1.state("kv", DType::F16, [2, 3, 1, 1]).unwrap();
+    let x = g1.input("x", DType::F32, [2, 1, 1, 1]).unwrap();
+    let i = g1.input("i", DType::I32, [1, 1, 1, 1]).unwrap();
+    g1.set_rows(kv, x, i).unwrap();
+    let mut g2 = Graph::new();
+    let kv2 = g2.state("kv", DType::F16, [2, 3, 1, 1]).unwrap();
+    let r = g2.cont(kv2, DType::F32).unwrap();
+    g2.mark_output(r).unwrap();
+    let mut exes = wgllm_cpu::CpuBackend.compile_shared(&[&g1, &g2]).unwrap();
+    let (xb, ib) = (f32_bytes(&[7., 8.]), i32_bytes(&[1]));
+    exes[0].run(&[(x, &xb), (i, &ib)]).unwrap();
+    exes[1].run(&[]).unwrap();
+    let out = exes[1].read(r).unwrap();
+    let vals: Vec<f32> = out
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(vals, vec![0., 0., 7., 8., 0., 0.]);
+
+    let mut g3 = Graph::new();
+    g3.state("kv", DType::F32, [2, 3, 1, 1]).unwrap();
+    let e = wgllm_cpu::CpuBackend
+        .compile_shared(&[&g1, &g3])
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("state 'kv'"), "{e}");
+}
