@@ -23,7 +23,31 @@ pub trait Backend {
     /// Prepares several graphs whose `State` leaves of equal name share one storage: the prefill
     /// and decode graphs of one model read and write the same KV cache. Equal names must have
     /// equal dtype and extents.
-    fn compile_shared(&self, graphs: &[&Graph]) -> Result<Vec<Box<dyn Executable>>>;
+    ///
+    /// The provided method compiles each graph on its own and refuses graphs that share a state
+    /// name; backends that can share storage override it.
+    fn compile_shared(&self, graphs: &[&Graph]) -> Result<Vec<Box<dyn Executable>>> {
+        check_shared_states(graphs)?;
+        let mut names = std::collections::HashSet::new();
+        for g in graphs {
+            let own: std::collections::HashSet<&str> = g
+                .nodes()
+                .iter()
+                .filter(|n| n.op == crate::Op::State)
+                .map(|n| n.name.as_str())
+                .collect();
+            if let Some(shared) = own.iter().find(|n| names.contains(*n)) {
+                return Err(crate::Error::Unsupported {
+                    backend: self.name(),
+                    op: "STATE",
+                    dtypes: String::new(),
+                    why: format!("state '{shared}' would be shared between graphs, which this backend cannot do"),
+                });
+            }
+            names.extend(own);
+        }
+        graphs.iter().map(|g| self.compile(g)).collect()
+    }
 }
 
 /// Checks that `State` leaves of equal name agree in dtype and extents across `graphs`.
