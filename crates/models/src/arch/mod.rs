@@ -1,0 +1,105 @@
+//! Model architectures, each built as a `Graph` for one step shape from GGUF metadata and
+//! weights. One file per architecture.
+
+pub mod llama;
+
+use wgllm_core::{DType, Graph, TensorId};
+use wgllm_gguf::GgufFile;
+
+use crate::error::ModelError;
+
+/// The shape class a step graph is compiled for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StepShape {
+    /// Tokens processed by one run.
+    pub n_tokens: u32,
+    /// KV cache capacity in tokens.
+    pub n_ctx: u32,
+    /// Rows of logits produced: 1 (the last token) or `n_tokens` (every token).
+    pub n_outputs: u32,
+    /// dtype of the KV cache.
+    pub kv_dtype: DType,
+}
+
+/// A model step as a graph, with the handles a session feeds and reads.
+pub struct StepGraph {
+    pub graph: Graph,
+    pub shape: StepShape,
+    /// I32 `[n_tokens]` token ids.
+    pub tokens: TensorId,
+    /// I32 `[n_tokens]` positions.
+    pub positions: TensorId,
+    /// I64 `[n_tokens]` KV cache rows the tokens are written to.
+    pub kv_slots: TensorId,
+    /// F32 `[n_ctx, n_tokens]` attention mask (0 or -inf).
+    pub mask: TensorId,
+    /// I32 `[n_outputs]` which token rows produce logits.
+    pub out_rows: TensorId,
+    /// F32 `[n_vocab, n_outputs]` logits.
+    pub logits: TensorId,
+}
+
+/// The architectures wgllm can build, parsed from GGUF metadata.
+#[derive(Clone, Debug)]
+pub enum Architecture {
+    Llama(llama::LlamaConfig),
+}
+
+/// Names accepted in `general.architecture`.
+pub const SUPPORTED: &[&str] = &["llama"];
+
+impl Architecture {
+    /// Reads the architecture and its hyperparameters from `file`.
+    pub fn from_gguf(file: &GgufFile) -> Result<Architecture, ModelError> {
+        let name = file.architecture()?;
+        match name {
+            "llama" => Ok(Architecture::Llama(llama::LlamaConfig::from_gguf(file)?)),
+            other => Err(ModelError::UnknownArchitecture {
+                name: other.to_string(),
+                supported: SUPPORTED.join(", "),
+            }),
+        }
+    }
+
+    /// Builds the graph of one step of `shape` over `file`'s weights.
+    pub fn build_step(&self, file: &GgufFile, shape: StepShape) -> Result<StepGraph, ModelError> {
+        match self {
+            Architecture::Llama(c) => llama::build_step(c, file, shape),
+        }
+    }
+
+    /// Vocabulary size (rows of logits).
+    pub fn n_vocab(&self) -> usize {
+        match self {
+            Architecture::Llama(c) => c.n_vocab as usize,
+        }
+    }
+
+    /// Context length the model was trained with.
+    pub fn n_ctx_train(&self) -> usize {
+        match self {
+            Architecture::Llama(c) => c.n_ctx_train as usize,
+        }
+    }
+}
+
+/// Adds the weight `name` from `file` to `graph`, checking its extents.
+pub(crate) fn weight(
+    graph: &mut Graph,
+    file: &GgufFile,
+    name: &str,
+    want: &[u64],
+) -> Result<TensorId, ModelError> {
+    let info = file
+        .tensor(name)
+        .ok_or_else(|| ModelError::MissingTensor(name.to_string()))?;
+    if info.shape() != want {
+        return Err(ModelError::TensorShape {
+            name: name.to_string(),
+            got: info.shape().to_vec(),
+            want: want.to_vec(),
+        });
+    }
+    let bytes = file.tensor_bytes(info)?;
+    Ok(graph.weight(name, info.dtype(), info.layout().ne, bytes)?)
+}

@@ -1,0 +1,13 @@
+//! wgllm-models: what turns a GGUF file into an answering model — architectures built as graphs
+//! (`arch`), sessions holding the KV cache (`session`), the model cache (`pull`).
+
+pub mod arch;
+pub mod config;
+pub mod error;
+pub mod pull;
+pub mod session;
+pub mod synth;
+
+pub use arch::Architecture;
+pub use error::ModelError;
+pub use session::{Session, SessionConfig};

