@@ -290,7 +290,8 @@ impl Array {
     }
 }
 
-/// Formats scalars plainly, strings quoted with Rust escapes, arrays in full as `[a, b, …]`.
+/// Formats integers plainly, floats as Rust's `Debug` does (`1e-5`, `100000.0`: short, exact and
+/// never hundreds of digits), strings quoted with Rust escapes, arrays in full as `[a, b, …]`.
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -300,7 +301,7 @@ impl fmt::Display for Value {
             Value::I16(v) => write!(f, "{v}"),
             Value::U32(v) => write!(f, "{v}"),
             Value::I32(v) => write!(f, "{v}"),
-            Value::F32(v) => write!(f, "{v}"),
+            Value::F32(v) => write!(f, "{v:?}"),
             Value::Bool(v) => write!(f, "{v}"),
             Value::String(v) => write!(f, "{v:?}"),
             Value::Array(a) => {
@@ -317,7 +318,7 @@ impl fmt::Display for Value {
             }
             Value::U64(v) => write!(f, "{v}"),
             Value::I64(v) => write!(f, "{v}"),
-            Value::F64(v) => write!(f, "{v}"),
+            Value::F64(v) => write!(f, "{v:?}"),
         }
     }
 }

@@ -100,7 +100,7 @@ fn dequant_prints_one_row_a_line() {
     let o = wgllm(&["gguf", "dequant", f.path(), "x", "--rows", "1"]);
     assert_eq!(stdout(&o), "-1.5 -0.5 0.5\n");
     let o = wgllm(&["gguf", "dequant", f.path(), "h", "--rows", "9"]);
-    assert_eq!(stdout(&o), "1 -2 0.25\n");
+    assert_eq!(stdout(&o), "1.0 -2.0 0.25\n");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! `wgllm gguf …`: low-level tools over GGUF files.
 //!
 //! `wgllm gguf dequant FILE TENSOR [--rows N]` decodes a tensor with the bit-exact CPU reference
-//! (`wgllm_core::quant::dequantize`) and prints it as f32, one row (`ne[0]` values) a line.
+//! (`wgllm_core::quant::dequantize`) and prints it as f32, one row (`ne[0]` values) a line. Values
+//! are printed as Rust's `Debug` does: the shortest text that reads back to the same f32.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -70,7 +71,7 @@ fn dequant(args: &DequantArgs, out: &mut impl Write) -> anyhow::Result<()> {
                 out.write_all(b" ")?;
             }
             first = false;
-            write!(out, "{v}")?;
+            write!(out, "{v:?}")?;
         }
         out.write_all(b"\n")?;
     }
