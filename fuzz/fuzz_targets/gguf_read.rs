@@ -17,7 +17,10 @@ fuzz_target!(|data: &[u8]| {
             .expect("a parsed file's own tensor has data");
         assert_eq!(bytes.len() as u64, t.size());
         black_box(bytes.iter().fold(0u8, |acc, b| acc ^ b));
-        assert_eq!(file.tensor_bytes(t).map(|b| b.len()).ok(), Some(bytes.len()));
+        assert_eq!(
+            file.tensor_bytes(t).map(|b| b.len()).ok(),
+            Some(bytes.len())
+        );
         assert_eq!(file.tensor(t.name()), Some(t));
     }
     for (key, value) in file.metadata() {

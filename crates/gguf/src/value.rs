@@ -349,6 +349,13 @@ mod tests {
     }
 
     #[test]
+    fn parsed_values_stay_small() {
+        // The reader's memory bound (see `reader.rs`) relies on these sizes.
+        assert!(std::mem::size_of::<Array>() <= 32);
+        assert!(std::mem::size_of::<String>() <= 24);
+    }
+
+    #[test]
     fn display_and_descriptions() {
         let a = Value::Array(Array::String(vec!["a".into(), "b\"".into()]));
         assert_eq!(a.to_string(), r#"["a", "b\""]"#);
