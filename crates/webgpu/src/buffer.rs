@@ -1,0 +1,179 @@
+//! Device memory of one compiled graph: weights uploaded once as-is (quantized weights keep their
+//! GGUF block bytes), one activation arena laid out by the core memory planner, zero-initialized
+//! persistent state buffers, input buffers rewritten every run, and a staging buffer for reads.
+//!
+//! Every size is u64 and padded to 4 bytes (wgpu copies and storage bindings work in words); a
+//! byte count that does not fit the device's limits is an error naming the limit. What we
+//! allocate is counted in a [`MemoryReport`]; nothing here guesses at free device memory.
+
+use std::collections::HashMap;
+
+use wgllm_core::plan::{plan_memory, MemoryPlan};
+use wgllm_core::{Error, Graph, Op, Result, TensorId};
+
+use crate::device::Gpu;
+
+/// Bytes this backend allocated for one compiled graph, by purpose.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryReport {
+    pub weights: u64,
+    /// The activation arena, and what it would take without reuse.
+    pub arena: u64,
+    pub arena_without_reuse: u64,
+    pub inputs: u64,
+    /// State buffers this executable created (a state shared with an executable compiled
+    /// alongside it is counted once, in the first).
+    pub states: u64,
+    /// The per-dispatch parameter block.
+    pub params: u64,
+    /// The readback buffer (grows to the largest read).
+    pub staging: u64,
+}
+
+impl MemoryReport {
+    /// All bytes allocated.
+    pub fn total(&self) -> u64 {
+        self.weights + self.arena + self.inputs + self.states + self.params + self.staging
+    }
+}
+
+/// `x` rounded up to a multiple of `a`.
+pub(crate) fn align_up(x: u64, a: u64) -> u64 {
+    x.div_ceil(a) * a
+}
+
+const USAGE: wgpu::BufferUsages = wgpu::BufferUsages::STORAGE
+    .union(wgpu::BufferUsages::COPY_SRC)
+    .union(wgpu::BufferUsages::COPY_DST);
+
+/// Creates a buffer of at least `size` bytes (padded to 4, never empty), checking the device's
+/// maximum buffer size first. With `contents`, the bytes are written through a mapping at
+/// creation; the padding stays zero, as does the whole buffer otherwise.
+pub(crate) fn create(
+    gpu: &Gpu,
+    label: &str,
+    size: u64,
+    usage: wgpu::BufferUsages,
+    contents: Option<&[u8]>,
+) -> Result<wgpu::Buffer> {
+    let padded = align_up(size.max(4), 4);
+    let max = gpu.caps.limits.max_buffer_size;
+    if padded > max {
+        return Err(Error::Device {
+            what: format!(
+                "buffer '{label}' needs {padded} bytes, more than this device's max_buffer_size of {max}"
+            ),
+        });
+    }
+    gpu.scoped(&format!("allocating {padded} bytes for '{label}'"), || {
+        let buf = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: padded,
+            usage,
+            mapped_at_creation: contents.is_some(),
+        });
+        if let Some(data) = contents {
+            if let Ok(mut view) = buf.get_mapped_range_mut(..) {
+                view.slice(..data.len()).copy_from_slice(data);
+            }
+            buf.unmap();
+        }
+        buf
+    })
+}
+
+/// Writes `data` at byte `offset` (a multiple of 4) of `buf`, whose size covers `data` padded to
+/// 4 bytes; a trailing partial word is written zero-padded.
+pub(crate) fn write_padded(queue: &wgpu::Queue, buf: &wgpu::Buffer, offset: u64, data: &[u8]) {
+    let whole = data.len() / 4 * 4;
+    if whole > 0 {
+        queue.write_buffer(buf, offset, &data[..whole]);
+    }
+    if whole < data.len() {
+        let mut tail = [0u8; 4];
+        tail[..data.len() - whole].copy_from_slice(&data[whole..]);
+        queue.write_buffer(buf, offset + whole as u64, &tail);
+    }
+}
+
+/// The buffers of one compiled graph.
+pub(crate) struct Buffers {
+    arena: wgpu::Buffer,
+    own: HashMap<TensorId, wgpu::Buffer>,
+    plan: MemoryPlan,
+    pub(crate) report: MemoryReport,
+}
+
+impl Buffers {
+    /// Plans the arena with the device's storage offset alignment and creates every buffer,
+    /// uploading weights. `State` leaves take their buffer from `states` by name, or create it
+    /// there, so executables compiled together share their states.
+    pub(crate) fn new(
+        gpu: &Gpu,
+        graph: &Graph,
+        states: &mut HashMap<String, wgpu::Buffer>,
+    ) -> Result<Buffers> {
+        let align = u64::from(gpu.caps.limits.min_storage_buffer_offset_alignment);
+        let plan = plan_memory(graph, align);
+        let mut report = MemoryReport {
+            arena_without_reuse: plan.naive_bytes,
+            ..MemoryReport::default()
+        };
+        // Slack past the end so a window rounded up to whole words stays inside.
+        let arena_size = align_up(plan.arena_bytes, align) + 4;
+        let arena = create(gpu, "arena", arena_size, USAGE, None)?;
+        report.arena = arena.size();
+        let mut own = HashMap::new();
+        for t in graph.ids() {
+            let node = graph.node(t);
+            let (label, data) = match node.op {
+                Op::Weight => {
+                    let data = graph.weight_data(t).ok_or_else(|| {
+                        Error::graph(format!("weight '{}' has no data", node.name))
+                    })?;
+                    (format!("weight {}", node.name), Some(&data[..]))
+                }
+                Op::State => {
+                    if let Some(b) = states.get(&node.name) {
+                        own.insert(t, b.clone());
+                        continue;
+                    }
+                    (format!("state {}", node.name), None)
+                }
+                Op::Input => (format!("input {}", node.name), None),
+                _ => continue,
+            };
+            let buf = create(gpu, &label, node.span_bytes(), USAGE, data)?;
+            match node.op {
+                Op::Weight => report.weights += buf.size(),
+                Op::Input => report.inputs += buf.size(),
+                _ => {
+                    report.states += buf.size();
+                    states.insert(node.name.clone(), buf.clone());
+                }
+            }
+            own.insert(t, buf);
+        }
+        Ok(Buffers {
+            arena,
+            own,
+            plan,
+            report,
+        })
+    }
+
+    /// The buffer holding `t`'s root storage and the byte offset of that storage in it.
+    pub(crate) fn storage(&self, graph: &Graph, t: TensorId) -> Result<(&wgpu::Buffer, u64)> {
+        let root = graph.root(t);
+        if let Some(b) = self.own.get(&root) {
+            return Ok((b, 0));
+        }
+        match self.plan.offsets.get(root.index()).copied().flatten() {
+            Some(off) => Ok((&self.arena, off)),
+            None => Err(Error::graph(format!(
+                "tensor '{}' has no storage",
+                graph.node(root).name
+            ))),
+        }
+    }
+}

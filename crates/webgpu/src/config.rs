@@ -1,0 +1,55 @@
+//! The one configuration struct of the WebGPU backend. Nothing in this crate reads the
+//! environment; callers (the CLI) fill this struct from flags and pass it in.
+
+/// Which adapter to open.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AdapterSelector {
+    /// The first discrete GPU, else integrated, else virtual, else CPU (software) adapter,
+    /// preferring Vulkan/Metal/DX12 over GL for the same device.
+    #[default]
+    Auto,
+    /// The adapter at this index of [`crate::list_adapters`].
+    Index(usize),
+    /// The first adapter whose name contains this text (case-insensitive).
+    Name(String),
+}
+
+/// Whether kernels keep wgpu's runtime bounds checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum ShaderChecks {
+    /// wgpu's default robustness: every storage access is clamped. Always safe.
+    #[default]
+    Checked,
+    /// Kernels are created with `create_shader_module_trusted` and
+    /// `ShaderRuntimeChecks::unchecked()`: 1.6–3× faster matmuls on real GPUs, but an indexing
+    /// bug reads or writes out of bounds. Use only with kernels the op tests cover.
+    Unchecked,
+}
+
+/// Tuning and safety knobs of the WebGPU backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebGpuConfig {
+    /// Which adapter to open.
+    pub adapter: AdapterSelector,
+    /// Runtime bounds checks in kernels.
+    pub shader_checks: ShaderChecks,
+    /// Dispatches encoded into one compute pass before it is ended and a new one begun.
+    pub dispatches_per_pass: usize,
+    /// Dispatches recorded into one command buffer before it is submitted.
+    pub dispatches_per_submit: usize,
+    /// Also request wgpu's experimental features (cooperative matrix) when the adapter offers
+    /// them. They are unsafe by wgpu's own account, so they stay off unless asked for.
+    pub experimental_features: bool,
+}
+
+impl Default for WebGpuConfig {
+    fn default() -> WebGpuConfig {
+        WebGpuConfig {
+            adapter: AdapterSelector::Auto,
+            shader_checks: ShaderChecks::Checked,
+            dispatches_per_pass: 1024,
+            dispatches_per_submit: 4096,
+            experimental_features: false,
+        }
+    }
+}

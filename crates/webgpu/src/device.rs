@@ -1,0 +1,316 @@
+//! Adapters and the opened device: enumeration (for `wgllm devices`), selection by index or name,
+//! the features and limits we request, and capture of device errors as values.
+//!
+//! wgpu reports validation, out-of-memory and internal errors either to an error scope or, when
+//! none is open, to the uncaptured-error handler (whose default panics). We open scopes around
+//! everything we create or submit and install a handler that records anything else, so a device
+//! problem becomes `Error::Device` and never aborts the process.
+
+use std::sync::{Arc, Mutex};
+
+use wgllm_core::{Error, Result};
+
+use crate::config::{AdapterSelector, WebGpuConfig};
+
+/// How to get a driver when no adapter is found.
+const DRIVER_HINT: &str = "install a Vulkan, Metal or DX12 driver for your GPU; for a software \
+     adapter on Linux: `apt-get install mesa-vulkan-drivers libvulkan1` (lavapipe)";
+
+/// One adapter as `wgllm devices` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AdapterSummary {
+    /// Position in [`list_adapters`]; what [`AdapterSelector::Index`] refers to.
+    pub index: usize,
+    pub name: String,
+    /// `"Vulkan"`, `"Metal"`, `"Dx12"`, `"Gl"`.
+    pub backend: String,
+    pub driver: String,
+    pub driver_info: String,
+    /// `"DiscreteGpu"`, `"IntegratedGpu"`, `"VirtualGpu"`, `"Cpu"`, `"Other"`.
+    pub device_type: String,
+    /// The features this crate cares about that the adapter offers.
+    pub features: Vec<&'static str>,
+    pub max_buffer_size: u64,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_compute_workgroup_storage_size: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub subgroup_sizes: (u32, u32),
+}
+
+/// What the opened device can do: the features we enabled and the limits we got.
+#[derive(Clone, Debug)]
+pub struct Capabilities {
+    /// `f16` in WGSL (`enable f16;`): needed for f16 activations and caches.
+    pub shader_f16: bool,
+    /// Subgroup builtins, and the subgroup size range.
+    pub subgroups: bool,
+    pub subgroup_min_size: u32,
+    pub subgroup_max_size: u32,
+    /// GPU timestamps between and inside passes.
+    pub timestamp_query: bool,
+    pub timestamp_query_inside_passes: bool,
+    /// Immediate data (push constants).
+    pub immediates: bool,
+    /// The adapter offers cooperative matrices; `cooperative_matrix` says whether we enabled them.
+    pub cooperative_matrix_offered: bool,
+    pub cooperative_matrix: bool,
+    /// The limits the device was created with (the adapter's own).
+    pub limits: wgpu::Limits,
+}
+
+/// Features the backend uses when offered, with their display names.
+const WANTED: &[(wgpu::Features, &str)] = &[
+    (wgpu::Features::SHADER_F16, "shader-f16"),
+    (wgpu::Features::SUBGROUP, "subgroup"),
+    (wgpu::Features::TIMESTAMP_QUERY, "timestamp-query"),
+    (
+        wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES,
+        "timestamp-query-inside-passes",
+    ),
+    (wgpu::Features::IMMEDIATES, "immediates"),
+    (
+        wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX,
+        "cooperative-matrix",
+    ),
+];
+
+fn instance() -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::all();
+    wgpu::Instance::new(desc)
+}
+
+fn enumerate(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
+    pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+}
+
+fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
+    let info = adapter.get_info();
+    let limits = adapter.limits();
+    let offered = adapter.features();
+    AdapterSummary {
+        index,
+        name: info.name,
+        backend: format!("{:?}", info.backend),
+        driver: info.driver,
+        driver_info: info.driver_info,
+        device_type: format!("{:?}", info.device_type),
+        features: WANTED
+            .iter()
+            .filter(|(f, _)| offered.contains(*f))
+            .map(|(_, n)| *n)
+            .collect(),
+        max_buffer_size: limits.max_buffer_size,
+        max_storage_buffer_binding_size: limits.max_storage_buffer_binding_size,
+        max_compute_workgroup_storage_size: limits.max_compute_workgroup_storage_size,
+        max_compute_invocations_per_workgroup: limits.max_compute_invocations_per_workgroup,
+        subgroup_sizes: (info.subgroup_min_size, info.subgroup_max_size),
+    }
+}
+
+/// Every adapter wgpu finds, in a stable order (what [`AdapterSelector::Index`] counts).
+pub fn list_adapters() -> Vec<AdapterSummary> {
+    enumerate(&instance())
+        .iter()
+        .enumerate()
+        .map(|(i, a)| summarize(i, a))
+        .collect()
+}
+
+/// Lower is better: real GPUs first, native APIs before GL.
+fn preference(info: &wgpu::AdapterInfo) -> (u8, u8) {
+    let ty = match info.device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    };
+    let backend = match info.backend {
+        wgpu::Backend::Vulkan | wgpu::Backend::Metal | wgpu::Backend::Dx12 => 0,
+        wgpu::Backend::Gl => 1,
+        _ => 2,
+    };
+    (ty, backend)
+}
+
+fn no_adapter(what: &str, summaries: &[AdapterSummary]) -> Error {
+    let found = if summaries.is_empty() {
+        "no adapters at all".to_string()
+    } else {
+        summaries
+            .iter()
+            .map(|s| {
+                format!(
+                    "[{}] {} ({}, {})",
+                    s.index, s.name, s.backend, s.device_type
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    Error::Device {
+        what: format!("{what}; found: {found}. To get a driver: {DRIVER_HINT}"),
+    }
+}
+
+fn choose(adapters: Vec<wgpu::Adapter>, selector: &AdapterSelector) -> Result<wgpu::Adapter> {
+    let summaries: Vec<AdapterSummary> = adapters
+        .iter()
+        .enumerate()
+        .map(|(i, a)| summarize(i, a))
+        .collect();
+    let pos = match selector {
+        AdapterSelector::Auto => {
+            (0..adapters.len()).min_by_key(|&i| preference(&adapters[i].get_info()))
+        }
+        AdapterSelector::Index(i) => (*i < adapters.len()).then_some(*i),
+        AdapterSelector::Name(n) => {
+            let n = n.to_lowercase();
+            summaries
+                .iter()
+                .position(|s| s.name.to_lowercase().contains(&n))
+        }
+    };
+    match pos {
+        Some(i) => Ok(adapters.into_iter().nth(i).expect("index from this list")),
+        None => Err(no_adapter(
+            &match selector {
+                AdapterSelector::Auto => "no WebGPU adapter found".to_string(),
+                AdapterSelector::Index(i) => format!("no adapter with index {i}"),
+                AdapterSelector::Name(n) => format!("no adapter whose name contains '{n}'"),
+            },
+            &summaries,
+        )),
+    }
+}
+
+/// Device errors seen outside any error scope (and device loss), drained at sync points.
+#[derive(Clone, Default)]
+struct ErrorSink(Arc<Mutex<Vec<String>>>);
+
+impl ErrorSink {
+    fn push(&self, what: String) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(what);
+        }
+    }
+
+    fn take(&self) -> Vec<String> {
+        self.0
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
+    }
+}
+
+/// An opened device with its queue, capabilities and error capture.
+pub struct Gpu {
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
+    pub(crate) caps: Capabilities,
+    pub(crate) adapter: AdapterSummary,
+    errors: ErrorSink,
+}
+
+impl Gpu {
+    /// Opens the adapter `config.adapter` selects with its real limits and the useful features.
+    pub fn open(config: &WebGpuConfig) -> Result<Gpu> {
+        let instance = instance();
+        let adapters = enumerate(&instance);
+        let adapter = choose(adapters, &config.adapter)?;
+        let summary = summarize(0, &adapter);
+        let offered = adapter.features();
+        let mut features = wgpu::Features::empty();
+        for (f, _) in WANTED {
+            let experimental = *f == wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+            if offered.contains(*f) && (!experimental || config.experimental_features) {
+                features |= *f;
+            }
+        }
+        let experimental = if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            // SAFETY: only reachable when the caller opted in through
+            // `WebGpuConfig::experimental_features`, accepting wgpu's caveats for these APIs.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
+        let limits = adapter.limits();
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("wgllm"),
+            required_features: features,
+            required_limits: limits.clone(),
+            experimental_features: experimental,
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        };
+        let (device, queue) =
+            pollster::block_on(adapter.request_device(&desc)).map_err(|e| Error::Device {
+                what: format!("requesting a device from '{}': {e}", summary.name),
+            })?;
+        let errors = ErrorSink::default();
+        let sink = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| sink.push(e.to_string())));
+        let sink = errors.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            sink.push(format!("device lost ({reason:?}): {msg}"));
+        });
+        let info = adapter.get_info();
+        let caps = Capabilities {
+            shader_f16: features.contains(wgpu::Features::SHADER_F16),
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
+            subgroup_min_size: info.subgroup_min_size,
+            subgroup_max_size: info.subgroup_max_size,
+            timestamp_query: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            timestamp_query_inside_passes: features
+                .contains(wgpu::Features::TIMESTAMP_QUERY_INSIDE_PASSES),
+            immediates: features.contains(wgpu::Features::IMMEDIATES),
+            cooperative_matrix_offered: offered
+                .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            cooperative_matrix: features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            limits,
+        };
+        Ok(Gpu {
+            device,
+            queue,
+            caps,
+            adapter: summary,
+            errors,
+        })
+    }
+
+    /// Runs `f` inside validation, out-of-memory and internal error scopes; any error they catch
+    /// (or that reached the uncaptured handler meanwhile) becomes `Error::Device` naming `what`.
+    pub(crate) fn scoped<T>(&self, what: &str, f: impl FnOnce() -> T) -> Result<T> {
+        let internal = self.device.push_error_scope(wgpu::ErrorFilter::Internal);
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let out = f();
+        let mut errs: Vec<String> = [validation.pop(), oom.pop(), internal.pop()]
+            .into_iter()
+            .filter_map(|fut| pollster::block_on(fut).map(|e| e.to_string()))
+            .collect();
+        errs.extend(self.errors.take());
+        match errs.is_empty() {
+            true => Ok(out),
+            false => Err(Error::Device {
+                what: format!("{what}: {}", errs.join("; ")),
+            }),
+        }
+    }
+
+    /// Blocks until all submitted work is done, surfacing device loss and stray errors.
+    pub(crate) fn wait(&self, what: &str) -> Result<()> {
+        let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
+        let mut errs = self.errors.take();
+        if let Err(e) = polled {
+            errs.push(e.to_string());
+        }
+        match errs.is_empty() {
+            true => Ok(()),
+            false => Err(Error::Device {
+                what: format!("{what}: {}", errs.join("; ")),
+            }),
+        }
+    }
+}

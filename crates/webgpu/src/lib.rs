@@ -1,0 +1,120 @@
+//! wgllm-webgpu: the wgpu backend. Runs `wgllm_core` graphs on any GPU wgpu reaches (Vulkan,
+//! Metal, DX12, GL), and on lavapipe in CI.
+//!
+//! ## Design
+//! - [`device`]: adapter listing and choice, requested features and limits, device errors as
+//!   values ([`device::Gpu::scoped`]).
+//! - [`config`]: the one [`WebGpuConfig`]; nothing reads the environment.
+//! - `buffer`: weights (uploaded once, quantized blocks as-is), the planned activation arena,
+//!   states, inputs, staging; a [`MemoryReport`] of what we allocated.
+//! - `shaders` + `kernels/*.wgsl`: one WGSL file per op family, specialized by `{{NAME}}`
+//!   substitution and `#if` blocks into variants keyed by a typed [`shaders::PipelineKey`].
+//! - `ops/`: per op family, the node → dispatches planner; its exhaustive match is `supports`.
+//! - `pipelines`: the pipeline cache and the single bind-group builder.
+//! - `executable`: compile once (pipelines, bind groups, parameter slots), then `run` only
+//!   writes inputs and encodes.
+//! - [`testing`]: the op case table and the CPU-vs-GPU runner shared by tests and `wgllm ops`.
+//!
+//! Adding an op: write `kernels/<family>.wgsl`, a `Kernel` variant and its arm in
+//! `shaders::source`, a planner in `ops/<family>.rs` routed from `ops::plan_node`, and cases in
+//! `testing`.
+
+mod buffer;
+pub mod config;
+pub mod device;
+mod executable;
+mod ops;
+mod pipelines;
+pub mod shaders;
+pub mod testing;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use wgllm_core::backend::check_shared_states;
+use wgllm_core::{Backend, Executable, Graph, Result, TensorId};
+
+pub use buffer::MemoryReport;
+pub use config::{AdapterSelector, ShaderChecks, WebGpuConfig};
+pub use device::{list_adapters, AdapterSummary, Capabilities};
+pub use executable::WebGpuExecutable;
+
+/// The WebGPU backend: one opened device and its pipeline cache.
+pub struct WebGpuBackend {
+    gpu: Arc<device::Gpu>,
+    config: WebGpuConfig,
+    pipelines: pipelines::Pipelines,
+}
+
+impl WebGpuBackend {
+    /// Opens the adapter the config selects.
+    pub fn new(config: WebGpuConfig) -> Result<WebGpuBackend> {
+        let gpu = device::Gpu::open(&config)?;
+        Ok(WebGpuBackend {
+            gpu: Arc::new(gpu),
+            config,
+            pipelines: pipelines::Pipelines::default(),
+        })
+    }
+
+    /// The adapter in use.
+    pub fn adapter(&self) -> &AdapterSummary {
+        &self.gpu.adapter
+    }
+
+    /// Features and limits of the opened device.
+    pub fn capabilities(&self) -> &Capabilities {
+        &self.gpu.caps
+    }
+
+    /// [`Backend::compile`] with the concrete executable (for its memory report).
+    pub fn compile_webgpu(&self, graph: &Graph) -> Result<WebGpuExecutable> {
+        let mut v = self.compile_shared_webgpu(&[graph])?;
+        v.pop()
+            .ok_or_else(|| wgllm_core::Error::graph("no executable compiled"))
+    }
+
+    /// [`Backend::compile_shared`] with the concrete executables.
+    pub fn compile_shared_webgpu(&self, graphs: &[&Graph]) -> Result<Vec<WebGpuExecutable>> {
+        check_shared_states(graphs)?;
+        let mut states = HashMap::new();
+        let mut out = Vec::with_capacity(graphs.len());
+        for graph in graphs {
+            let mut dispatches = Vec::new();
+            for t in graph.ids() {
+                dispatches.extend(ops::plan_node(graph, t, &self.gpu.caps)?);
+            }
+            out.push(WebGpuExecutable::new(
+                self.gpu.clone(),
+                &self.pipelines,
+                &self.config,
+                graph,
+                dispatches,
+                &mut states,
+            )?);
+        }
+        Ok(out)
+    }
+}
+
+impl Backend for WebGpuBackend {
+    fn name(&self) -> String {
+        "webgpu".into()
+    }
+
+    fn supports(&self, graph: &Graph, t: TensorId) -> Result<()> {
+        ops::plan_node(graph, t, &self.gpu.caps).map(|_| ())
+    }
+
+    fn compile(&self, graph: &Graph) -> Result<Box<dyn Executable>> {
+        Ok(Box::new(self.compile_webgpu(graph)?))
+    }
+
+    fn compile_shared(&self, graphs: &[&Graph]) -> Result<Vec<Box<dyn Executable>>> {
+        Ok(self
+            .compile_shared_webgpu(graphs)?
+            .into_iter()
+            .map(|e| Box::new(e) as Box<dyn Executable>)
+            .collect())
+    }
+}

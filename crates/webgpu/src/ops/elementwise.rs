@@ -1,0 +1,219 @@
+//! Element-wise ops: every unary op, scale, clamp, fill and cpy/cont conversions (all
+//! `unary.wgsl`), and binary add/sub/mul/div with broadcast (`binary.wgsl`).
+
+use wgllm_core::op::{BinaryOp, UnaryOp};
+use wgllm_core::{DType, Result};
+
+use super::{words, Ctx, Dispatch, WG_ELEMENTWISE};
+use crate::shaders::{Kernel, PipelineKey};
+
+const FLOATS: [DType; 2] = [DType::F32, DType::F16];
+
+fn map_key(expr: &'static str, src: DType, dst: DType) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::Map { expr },
+        dtypes: vec![src, dst],
+        wg: WG_ELEMENTWISE,
+    }
+}
+
+fn binary_key(op: BinaryOp, dtype: DType) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::Binary {
+            op: binary_symbol(op),
+        },
+        dtypes: vec![dtype; 3],
+        wg: WG_ELEMENTWISE,
+    }
+}
+
+fn binary_symbol(op: BinaryOp) -> &'static str {
+    match op {
+        BinaryOp::Add => "+",
+        BinaryOp::Sub => "-",
+        BinaryOp::Mul => "*",
+        BinaryOp::Div => "/",
+    }
+}
+
+/// The WGSL f32 expression of `x` for a unary op (helpers in `unary.wgsl`) and its parameters.
+fn unary_expr(op: UnaryOp) -> (&'static str, Vec<f32>) {
+    let e = match op {
+        UnaryOp::Abs => "abs(x)",
+        UnaryOp::Sgn => "sign(x)",
+        UnaryOp::Neg => "-x",
+        UnaryOp::Step => "select(0.0, 1.0, x > 0.0)",
+        UnaryOp::Tanh => "tanh_safe(x)",
+        UnaryOp::Elu => "select(expm1(x), x, x > 0.0)",
+        UnaryOp::Relu => "max(x, 0.0)",
+        UnaryOp::Sigmoid => "sigmoid(x)",
+        UnaryOp::Gelu => "gelu(x)",
+        UnaryOp::GeluQuick => "x * sigmoid(1.702 * x)",
+        UnaryOp::GeluErf => "0.5 * x * (1.0 + erf(x * 0.70710678118654752))",
+        UnaryOp::Silu => "x / (1.0 + exp(-x))",
+        UnaryOp::Hardswish => "x * clamp((x + 3.0) / 6.0, 0.0, 1.0)",
+        UnaryOp::Hardsigmoid => "clamp((x + 3.0) / 6.0, 0.0, 1.0)",
+        UnaryOp::Exp => "exp(x)",
+        UnaryOp::Expm1 => "expm1(x)",
+        UnaryOp::Softplus => "select(log(1.0 + exp(x)), x, x > 20.0)",
+        UnaryOp::Floor => "floor(x)",
+        UnaryOp::Ceil => "ceil(x)",
+        UnaryOp::Round => "round_away(x)",
+        UnaryOp::Trunc => "trunc(x)",
+        UnaryOp::Xielu {
+            alpha_n,
+            alpha_p,
+            beta,
+            eps,
+        } => {
+            return (
+                "select((expm1(min(x, op_f(3u))) - x) * op_f(0u) + op_f(2u) * x, \
+                 op_f(1u) * x * x + op_f(2u) * x, x > 0.0)",
+                vec![alpha_n, alpha_p, beta, eps],
+            )
+        }
+        UnaryOp::Log => "log(x)",
+        UnaryOp::Sqr => "x * x",
+        UnaryOp::Sqrt => "sqrt(x)",
+        UnaryOp::Sin => "sin(x)",
+        UnaryOp::Cos => "cos(x)",
+    };
+    (e, vec![])
+}
+
+const SCALE: &str = "x * op_f(0u) + op_f(1u)";
+const CLAMP: &str = "min(max(x, op_f(0u)), op_f(1u))";
+const FILL: &str = "op_f(0u)";
+const COPY: &str = "x";
+
+/// `dst = expr(src)` for a same-dtype float op on source 0.
+fn float_map(ctx: &Ctx, expr: &'static str, params: &[f32]) -> Result<Vec<Dispatch>> {
+    let src = ctx.src(0)?;
+    let dst = ctx.out();
+    ctx.require(
+        FLOATS.contains(&dst.dtype) && src.dtype == dst.dtype,
+        "f32 or f16, same for source and result",
+    )?;
+    ctx.require_f16(&[dst.dtype])?;
+    let n = dst.layout.nelements();
+    let key = map_key(expr, src.dtype, dst.dtype);
+    Ok(vec![ctx.per_item(key, vec![src, dst], words(params), n)?])
+}
+
+pub(super) fn unary(ctx: &Ctx, op: UnaryOp) -> Result<Vec<Dispatch>> {
+    let (expr, params) = unary_expr(op);
+    float_map(ctx, expr, &params)
+}
+
+pub(super) fn scale(ctx: &Ctx, scale: f32, bias: f32) -> Result<Vec<Dispatch>> {
+    float_map(ctx, SCALE, &[scale, bias])
+}
+
+pub(super) fn clamp(ctx: &Ctx, min: f32, max: f32) -> Result<Vec<Dispatch>> {
+    float_map(ctx, CLAMP, &[min, max])
+}
+
+pub(super) fn fill(ctx: &Ctx, value: f32) -> Result<Vec<Dispatch>> {
+    float_map(ctx, FILL, &[value])
+}
+
+/// True for the conversions cpy/cont support: among f32/f16/bf16 into f32/f16, f32 to i32
+/// (truncating, as ggml), and i32 to i32.
+fn convertible(src: DType, dst: DType) -> bool {
+    matches!(src, DType::F32 | DType::F16 | DType::BF16) && FLOATS.contains(&dst)
+        || (src, dst) == (DType::F32, DType::I32)
+        || (src, dst) == (DType::I32, DType::I32)
+}
+
+const CONVERSIONS: &str = "f32/f16/bf16 -> f32/f16, f32 -> i32, i32 -> i32";
+
+fn copy(ctx: &Ctx, src_index: usize) -> Result<Vec<Dispatch>> {
+    let src = ctx.src(src_index)?;
+    let dst = ctx.out();
+    ctx.require(convertible(src.dtype, dst.dtype), CONVERSIONS)?;
+    ctx.require_f16(&[src.dtype, dst.dtype])?;
+    let n = src.layout.nelements();
+    let key = map_key(COPY, src.dtype, dst.dtype);
+    Ok(vec![ctx.per_item(key, vec![src, dst], [0; 12], n)?])
+}
+
+/// ggml_cpy: `srcs = [dst, src]`, written into the destination view in place.
+pub(super) fn cpy(ctx: &Ctx) -> Result<Vec<Dispatch>> {
+    copy(ctx, 1)
+}
+
+/// ggml_cont / ggml_cast.
+pub(super) fn cont(ctx: &Ctx) -> Result<Vec<Dispatch>> {
+    copy(ctx, 0)
+}
+
+pub(super) fn binary(ctx: &Ctx, op: BinaryOp) -> Result<Vec<Dispatch>> {
+    let (a, b, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.out());
+    ctx.require(
+        FLOATS.contains(&dst.dtype) && a.dtype == dst.dtype && b.dtype == dst.dtype,
+        "f32 or f16, the same for both sources and the result",
+    )?;
+    ctx.require_f16(&[dst.dtype])?;
+    let n = dst.layout.nelements();
+    let key = binary_key(op, dst.dtype);
+    Ok(vec![ctx.per_item(key, vec![a, b, dst], [0; 12], n)?])
+}
+
+#[cfg(test)]
+pub(super) fn keys() -> Vec<PipelineKey> {
+    let unary = [
+        UnaryOp::Abs,
+        UnaryOp::Sgn,
+        UnaryOp::Neg,
+        UnaryOp::Step,
+        UnaryOp::Tanh,
+        UnaryOp::Elu,
+        UnaryOp::Relu,
+        UnaryOp::Sigmoid,
+        UnaryOp::Gelu,
+        UnaryOp::GeluQuick,
+        UnaryOp::GeluErf,
+        UnaryOp::Silu,
+        UnaryOp::Hardswish,
+        UnaryOp::Hardsigmoid,
+        UnaryOp::Exp,
+        UnaryOp::Expm1,
+        UnaryOp::Softplus,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::Trunc,
+        UnaryOp::Xielu {
+            alpha_n: 0.0,
+            alpha_p: 0.0,
+            beta: 0.0,
+            eps: 0.0,
+        },
+        UnaryOp::Log,
+        UnaryOp::Sqr,
+        UnaryOp::Sqrt,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+    ];
+    let mut keys = Vec::new();
+    for d in FLOATS {
+        for op in unary {
+            keys.push(map_key(unary_expr(op).0, d, d));
+        }
+        for e in [SCALE, CLAMP, FILL] {
+            keys.push(map_key(e, d, d));
+        }
+        for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+            keys.push(binary_key(op, d));
+        }
+    }
+    let all = [DType::F32, DType::F16, DType::BF16, DType::I32];
+    for s in all {
+        for d in all {
+            if convertible(s, d) {
+                keys.push(map_key(COPY, s, d));
+            }
+        }
+    }
+    keys
+}

@@ -1,0 +1,256 @@
+//! Host side of the kernels: each node becomes zero or more [`Dispatch`]es (pipeline key,
+//! operands in binding order, op parameters, grid), or an `Unsupported` error saying why.
+//! One module per op family; [`plan_node`] routes every op with an exhaustive match, so it is
+//! also the backend's `supports` table.
+
+mod elementwise;
+mod matmul;
+mod rows;
+
+use wgllm_core::graph::dtypes_str;
+use wgllm_core::{DType, Error, Graph, Layout, Node, Op, Result, TensorId};
+
+use crate::device::Capabilities;
+use crate::shaders::{unit_bytes, wgsl_elem, PipelineKey, OP_WORDS};
+
+/// Invocations per workgroup of the element-wise kernels.
+const WG_ELEMENTWISE: u32 = 256;
+/// Workgroups per grid dimension (WebGPU's guaranteed minimum, and every device's).
+const MAX_GROUPS_PER_DIM: u64 = 65535;
+
+/// One storage binding: the bytes of `tensor`'s storage seen as `dtype` through `layout`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Operand {
+    pub tensor: TensorId,
+    pub dtype: DType,
+    pub layout: Layout,
+}
+
+/// One kernel launch of a node.
+#[derive(Clone, Debug)]
+pub(crate) struct Dispatch {
+    pub key: PipelineKey,
+    /// Storage bindings in order; the last is written.
+    pub operands: Vec<Operand>,
+    /// The op's own parameters (words 48.. of the slot).
+    pub op_words: [u32; OP_WORDS],
+    /// Work items (word 60 of the slot).
+    pub items: u32,
+    pub groups: [u32; 3],
+}
+
+/// What a planner sees: the node, the graph, the device's capabilities.
+pub(crate) struct Ctx<'a> {
+    pub graph: &'a Graph,
+    pub node: &'a Node,
+    pub id: TensorId,
+    pub caps: &'a Capabilities,
+}
+
+impl Ctx<'_> {
+    /// Source `i` as an operand with its own dtype and layout.
+    pub fn src(&self, i: usize) -> Result<Operand> {
+        let t = self.node.src(i)?;
+        let n = self.graph.try_node(t)?;
+        Ok(Operand {
+            tensor: t,
+            dtype: n.dtype,
+            layout: n.layout,
+        })
+    }
+
+    /// The node's own result as an operand.
+    pub fn out(&self) -> Operand {
+        Operand {
+            tensor: self.id,
+            dtype: self.node.dtype,
+            layout: self.node.layout,
+        }
+    }
+
+    /// The `Unsupported` error for this node.
+    pub fn unsupported(&self, why: impl Into<String>) -> Error {
+        Error::Unsupported {
+            backend: "webgpu".into(),
+            op: self.node.op.name(),
+            dtypes: dtypes_str(self.graph, self.node),
+            why: why.into(),
+        }
+    }
+
+    /// Fails unless `ok`, with the usual dtype message.
+    pub fn require(&self, ok: bool, supported: &str) -> Result<()> {
+        match ok {
+            true => Ok(()),
+            false => Err(self.unsupported(format!("supported: {supported}"))),
+        }
+    }
+
+    /// Fails when an f16 binding is needed but the device has no SHADER_F16.
+    pub fn require_f16(&self, dtypes: &[DType]) -> Result<()> {
+        match dtypes.contains(&DType::F16) && !self.caps.shader_f16 {
+            true => {
+                Err(self.unsupported("f16 needs the SHADER_F16 feature, which this device lacks"))
+            }
+            false => Ok(()),
+        }
+    }
+
+    /// A dispatch with one invocation per item, in `WG_ELEMENTWISE`-wide workgroups.
+    pub fn per_item(
+        &self,
+        key: PipelineKey,
+        operands: Vec<Operand>,
+        op_words: [u32; OP_WORDS],
+        items: u64,
+    ) -> Result<Dispatch> {
+        let groups = self.grid(items.div_ceil(u64::from(key.wg)), 1)?;
+        Ok(Dispatch {
+            key,
+            operands,
+            op_words,
+            items: self.items(items)?,
+            groups,
+        })
+    }
+
+    /// Work items as u32, or an error for tensors that large.
+    pub fn items(&self, n: u64) -> Result<u32> {
+        u32::try_from(n).map_err(|_| self.unsupported(format!("{n} elements exceed 2^32")))
+    }
+
+    /// A grid of `n` workgroups folded into x and y (each at most 65535), times `z`.
+    pub fn grid(&self, n: u64, z: u64) -> Result<[u32; 3]> {
+        let x = n.clamp(1, MAX_GROUPS_PER_DIM);
+        let y = n.div_ceil(x).max(1);
+        if n == 0 {
+            return Ok([0, 0, 0]);
+        }
+        match (y <= MAX_GROUPS_PER_DIM, z <= MAX_GROUPS_PER_DIM) {
+            (true, true) => Ok([x as u32, y as u32, z as u32]),
+            _ => Err(self.unsupported(format!(
+                "{n} x {z} workgroups exceed the 65535 x 65535 x 65535 grid"
+            ))),
+        }
+    }
+}
+
+/// Turns `f32` values into op-parameter words.
+pub(crate) fn words(vals: &[f32]) -> [u32; OP_WORDS] {
+    let mut w = [0u32; OP_WORDS];
+    for (d, v) in w.iter_mut().zip(vals) {
+        *d = v.to_bits();
+    }
+    w
+}
+
+/// The dispatches of node `t`, or why the backend cannot run it.
+pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Result<Vec<Dispatch>> {
+    let node = graph.try_node(t)?;
+    let ctx = Ctx {
+        graph,
+        node,
+        id: t,
+        caps,
+    };
+    let dispatches = match &node.op {
+        Op::Input | Op::Weight | Op::State => vec![],
+        Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose => vec![],
+        Op::Cpy => elementwise::cpy(&ctx)?,
+        Op::Cont => elementwise::cont(&ctx)?,
+        Op::Fill { value } => elementwise::fill(&ctx, *value)?,
+        Op::Binary(op) => elementwise::binary(&ctx, *op)?,
+        Op::Unary(op) => elementwise::unary(&ctx, *op)?,
+        Op::Clamp { min, max } => elementwise::clamp(&ctx, *min, *max)?,
+        Op::Scale { scale, bias } => elementwise::scale(&ctx, *scale, *bias)?,
+        Op::GetRows => rows::get_rows(&ctx)?,
+        Op::SetRows => rows::set_rows(&ctx)?,
+        Op::MulMat => matmul::mul_mat(&ctx)?,
+        Op::Set { .. }
+        | Op::Concat { .. }
+        | Op::Repeat
+        | Op::Pad { .. }
+        | Op::Diag
+        | Op::Tri { .. }
+        | Op::MulMatId
+        | Op::SolveTri { .. }
+        | Op::Conv2d { .. }
+        | Op::Im2Col { .. }
+        | Op::AddId
+        | Op::Glu { .. }
+        | Op::RmsNorm { .. }
+        | Op::Norm { .. }
+        | Op::L2Norm { .. }
+        | Op::SoftMax { .. }
+        | Op::Rope(_)
+        | Op::FlashAttnExt { .. }
+        | Op::Sum
+        | Op::SumRows
+        | Op::CumSum
+        | Op::ArgMax
+        | Op::ArgSort { .. }
+        | Op::TopK { .. }
+        | Op::SsmConv
+        | Op::SsmScan
+        | Op::GatedDeltaNet
+        | Op::Upscale { .. } => {
+            return Err(ctx.unsupported("not implemented in the webgpu backend yet"))
+        }
+    };
+    for d in &dispatches {
+        for o in &d.operands {
+            check_operand(&ctx, o)?;
+        }
+    }
+    Ok(dispatches)
+}
+
+/// Checks that an operand can be bound: a WGSL element type, offsets and strides in whole
+/// units, contiguous blocks for quantized data, and a window within the device's binding limit.
+fn check_operand(ctx: &Ctx, o: &Operand) -> Result<()> {
+    if wgsl_elem(o.dtype).is_none() {
+        return Err(ctx.unsupported(format!("no kernel binding for {}", o.dtype)));
+    }
+    let unit = unit_bytes(o.dtype);
+    let l = &o.layout;
+    if !l.offset.is_multiple_of(unit)
+        || l.nb
+            .iter()
+            .zip(&l.ne)
+            .any(|(nb, ne)| *ne > 1 && !nb.is_multiple_of(unit))
+    {
+        return Err(ctx.unsupported(format!(
+            "{} view with offset {} and strides {:?} is not in whole elements",
+            o.dtype, l.offset, l.nb
+        )));
+    }
+    if o.dtype.is_quantized()
+        && l.ne[0] > o.dtype.block_size() as u64
+        && l.nb[0] != o.dtype.type_size() as u64
+    {
+        return Err(ctx.unsupported(format!("{} rows must be contiguous", o.dtype)));
+    }
+    let align = u64::from(ctx.caps.limits.min_storage_buffer_offset_alignment);
+    let window = l.span_bytes(o.dtype) + align;
+    let max = ctx.caps.limits.max_storage_buffer_binding_size;
+    if window > max || window > u64::from(u32::MAX) {
+        let name = &ctx.graph.node(o.tensor).name;
+        return Err(ctx.unsupported(format!(
+            "tensor '{name}' spans {} bytes, over this device's max_storage_buffer_binding_size of {max} (binding windows are not split yet)",
+            l.span_bytes(o.dtype)
+        )));
+    }
+    if l.ne.iter().any(|&n| n > u64::from(u32::MAX)) {
+        return Err(ctx.unsupported(format!("extents {:?} exceed u32", l.ne)));
+    }
+    Ok(())
+}
+
+/// Every pipeline variant the planners can emit (for the naga validation test).
+#[cfg(test)]
+pub(crate) fn all_pipeline_keys() -> Vec<PipelineKey> {
+    let mut keys = elementwise::keys();
+    keys.extend(rows::keys());
+    keys.extend(matmul::keys());
+    keys
+}

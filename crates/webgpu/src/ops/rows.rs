@@ -1,0 +1,96 @@
+//! Row gathers and scatters: get_rows (any table dtype the kernels decode, quantized blocks
+//! included) and set_rows (f32 rows into f32/f16 tables, i32 or i64 indices).
+
+use wgllm_core::{DType, Result};
+
+use super::{Ctx, Dispatch, WG_ELEMENTWISE};
+use crate::shaders::{Kernel, PipelineKey};
+
+/// Block-quantized dtypes `quant.wgsl` decodes.
+pub(crate) const QUANTS: [DType; 12] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::IQ4_NL,
+    DType::IQ4_XS,
+];
+
+/// Table dtypes get_rows reads into f32.
+fn get_rows_table(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F16 | DType::BF16) || QUANTS.contains(&d)
+}
+
+fn get_rows_key(table: DType, out: DType) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::GetRows,
+        dtypes: vec![table, DType::I32, out],
+        wg: WG_ELEMENTWISE,
+    }
+}
+
+fn set_rows_key(idx: DType, dst: DType) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::SetRows,
+        dtypes: vec![DType::F32, idx, dst],
+        wg: WG_ELEMENTWISE,
+    }
+}
+
+/// ggml_get_rows: `srcs = [table, idx]`.
+pub(super) fn get_rows(ctx: &Ctx) -> Result<Vec<Dispatch>> {
+    let (table, idx, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.out());
+    let ok = (get_rows_table(table.dtype) && dst.dtype == DType::F32
+        || table.dtype == DType::I32 && dst.dtype == DType::I32)
+        && idx.dtype == DType::I32;
+    ctx.require(
+        ok,
+        "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, iq4_nl, iq4_xs tables into f32; i32 into i32; i32 indices",
+    )?;
+    ctx.require_f16(&[table.dtype])?;
+    let n = dst.layout.nelements();
+    let key = get_rows_key(table.dtype, dst.dtype);
+    Ok(vec![ctx.per_item(
+        key,
+        vec![table, idx, dst],
+        [0; 12],
+        n,
+    )?])
+}
+
+/// ggml_set_rows: `srcs = [dst, src, idx]`, in place into dst's storage.
+pub(super) fn set_rows(ctx: &Ctx) -> Result<Vec<Dispatch>> {
+    let (src, idx, dst) = (ctx.src(1)?, ctx.src(2)?, ctx.out());
+    ctx.require(
+        src.dtype == DType::F32
+            && matches!(dst.dtype, DType::F32 | DType::F16)
+            && matches!(idx.dtype, DType::I32 | DType::I64),
+        "f32 rows into f32 or f16, with i32 or i64 indices",
+    )?;
+    ctx.require_f16(&[dst.dtype])?;
+    let n = src.layout.nelements();
+    let key = set_rows_key(idx.dtype, dst.dtype);
+    Ok(vec![ctx.per_item(key, vec![src, idx, dst], [0; 12], n)?])
+}
+
+#[cfg(test)]
+pub(super) fn keys() -> Vec<PipelineKey> {
+    let mut keys: Vec<PipelineKey> = [DType::F32, DType::F16, DType::BF16]
+        .into_iter()
+        .chain(QUANTS)
+        .map(|t| get_rows_key(t, DType::F32))
+        .collect();
+    keys.push(get_rows_key(DType::I32, DType::I32));
+    for idx in [DType::I32, DType::I64] {
+        for dst in [DType::F32, DType::F16] {
+            keys.push(set_rows_key(idx, dst));
+        }
+    }
+    keys
+}

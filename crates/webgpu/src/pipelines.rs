@@ -1,0 +1,164 @@
+//! Compiled pipelines cached under their [`PipelineKey`], the bind-group layouts they share, and
+//! the one function that builds bind groups from an ordered list of bindings.
+//!
+//! Layout of every kernel's group 0: binding 0 is the dispatch's parameter slot (uniform),
+//! bindings 1..=n the storage operands in order. All storage bindings are `read_write`: wgpu
+//! rejects a buffer bound both read-only and writable in one dispatch, and a source and a
+//! destination often share the arena.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::sync::Mutex;
+
+use wgllm_core::{Error, Result};
+
+use crate::config::ShaderChecks;
+use crate::device::Gpu;
+use crate::shaders::{self, PipelineKey, PARAM_BYTES};
+
+/// A byte range of a buffer bound as one storage operand.
+pub(crate) struct Window<'a> {
+    pub buffer: &'a wgpu::Buffer,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// The pipeline cache of one device.
+#[derive(Default)]
+pub(crate) struct Pipelines {
+    /// Bind-group layout per number of storage bindings.
+    layouts: Mutex<HashMap<usize, (wgpu::BindGroupLayout, wgpu::PipelineLayout)>>,
+    pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
+}
+
+fn poisoned<T>(_: T) -> Error {
+    Error::Device {
+        what: "pipeline cache lock poisoned by an earlier panic".into(),
+    }
+}
+
+impl Pipelines {
+    fn layout(&self, gpu: &Gpu, n: usize) -> Result<(wgpu::BindGroupLayout, wgpu::PipelineLayout)> {
+        let mut layouts = self.layouts.lock().map_err(poisoned)?;
+        if let Some(l) = layouts.get(&n) {
+            return Ok(l.clone());
+        }
+        let mut entries = vec![wgpu::BindGroupLayoutEntry {
+            binding: 0,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Uniform,
+                has_dynamic_offset: false,
+                min_binding_size: NonZeroU64::new(PARAM_BYTES),
+            },
+            count: None,
+        }];
+        entries.extend((1..=n as u32).map(|binding| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::COMPUTE,
+            ty: wgpu::BindingType::Buffer {
+                ty: wgpu::BufferBindingType::Storage { read_only: false },
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        }));
+        let made = gpu.scoped("creating a bind group layout", || {
+            let bgl = gpu
+                .device
+                .create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                    label: Some("wgllm kernel"),
+                    entries: &entries,
+                });
+            let pl = gpu
+                .device
+                .create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                    label: Some("wgllm kernel"),
+                    bind_group_layouts: &[Some(&bgl)],
+                    immediate_size: 0,
+                });
+            (bgl, pl)
+        })?;
+        layouts.insert(n, made.clone());
+        Ok(made)
+    }
+
+    /// The pipeline for `key` and its bind-group layout, compiled on first use.
+    pub(crate) fn get(
+        &self,
+        gpu: &Gpu,
+        key: &PipelineKey,
+        checks: ShaderChecks,
+    ) -> Result<(wgpu::ComputePipeline, wgpu::BindGroupLayout)> {
+        let (bgl, pl) = self.layout(gpu, key.dtypes.len())?;
+        let mut pipelines = self.pipelines.lock().map_err(poisoned)?;
+        if let Some(p) = pipelines.get(key) {
+            return Ok((p.clone(), bgl));
+        }
+        let src = shaders::source(key).map_err(|e| Error::Device {
+            what: format!("kernel {key:?}: {e}"),
+        })?;
+        let label = format!("{:?} {:?}", key.kernel, key.dtypes);
+        let pipeline = gpu.scoped(&format!("compiling kernel {label}"), || {
+            let desc = wgpu::ShaderModuleDescriptor {
+                label: Some(&label),
+                source: wgpu::ShaderSource::Wgsl(src.into()),
+            };
+            let module = match checks {
+                ShaderChecks::Checked => gpu.device.create_shader_module(desc),
+                // SAFETY: the config asked for unchecked kernels; the op tests exercise their
+                // indexing against the CPU reference (see `ShaderChecks::Unchecked`).
+                ShaderChecks::Unchecked => unsafe {
+                    gpu.device
+                        .create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked())
+                },
+            };
+            gpu.device
+                .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(&label),
+                    layout: Some(&pl),
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: wgpu::PipelineCompilationOptions::default(),
+                    cache: None,
+                })
+        })?;
+        pipelines.insert(key.clone(), pipeline.clone());
+        Ok((pipeline, bgl))
+    }
+}
+
+/// Builds a bind group: the parameter slot at `params_offset` of `params`, then `windows` in
+/// order. Every kernel's bind group is made here.
+pub(crate) fn bind_group(
+    gpu: &Gpu,
+    layout: &wgpu::BindGroupLayout,
+    params: &wgpu::Buffer,
+    params_offset: u64,
+    windows: &[Window],
+) -> wgpu::BindGroup {
+    let slot = wgpu::BufferBinding {
+        buffer: params,
+        offset: params_offset,
+        size: NonZeroU64::new(PARAM_BYTES),
+    };
+    let entries: Vec<wgpu::BindGroupEntry> = std::iter::once(wgpu::BindingResource::Buffer(slot))
+        .chain(windows.iter().map(|w| {
+            wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: w.buffer,
+                offset: w.offset,
+                size: NonZeroU64::new(w.size),
+            })
+        }))
+        .enumerate()
+        .map(|(i, resource)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource,
+        })
+        .collect();
+    gpu.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout,
+        entries: &entries,
+    })
+}

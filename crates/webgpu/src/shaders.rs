@@ -1,0 +1,263 @@
+//! The kernel library: WGSL sources (one file per op family, embedded at build time), their
+//! specialization into variants, and the typed key compiled pipelines are cached under.
+//!
+//! A variant is the family's source with `{{NAME}}` placeholders substituted and
+//! `#if NAME` / `#else` / `#endif` line blocks kept or dropped, preceded by generated binding
+//! declarations and typed load/store helpers for the dtype of each binding, the shared
+//! `common.wgsl`, and `quant.wgsl` when the first source is block-quantized.
+
+use wgllm_core::DType;
+
+const COMMON: &str = include_str!("kernels/common.wgsl");
+const QUANT: &str = include_str!("kernels/quant.wgsl");
+const UNARY: &str = include_str!("kernels/unary.wgsl");
+const BINARY: &str = include_str!("kernels/binary.wgsl");
+const GET_ROWS: &str = include_str!("kernels/get_rows.wgsl");
+const SET_ROWS: &str = include_str!("kernels/set_rows.wgsl");
+const MUL_MAT: &str = include_str!("kernels/mul_mat.wgsl");
+
+/// u32 words in one dispatch's parameter slot (see `common.wgsl`).
+pub(crate) const PARAM_WORDS: usize = 64;
+/// Bytes of one parameter slot.
+pub(crate) const PARAM_BYTES: u64 = PARAM_WORDS as u64 * 4;
+/// Storage bindings one kernel may have (each has a 12-word descriptor).
+pub(crate) const MAX_BINDINGS: usize = 4;
+/// First word of the op's own parameters, and how many there are.
+pub(crate) const OP_WORD: usize = 48;
+pub(crate) const OP_WORDS: usize = 12;
+/// Word holding the number of work items.
+pub(crate) const ITEMS_WORD: usize = 60;
+
+/// A kernel family and the variant fields that change its source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// `unary.wgsl`: `dst = EXPR(x)` element by element, `x` the source value in f32.
+    Map { expr: &'static str },
+    /// `binary.wgsl`: `dst = src0 OP src1` with broadcast; `op` is `+`, `-`, `*` or `/`.
+    Binary { op: &'static str },
+    /// `get_rows.wgsl`.
+    GetRows,
+    /// `set_rows.wgsl`.
+    SetRows,
+    /// `mul_mat.wgsl`, `tn` output columns per workgroup.
+    MulMat { tn: u32 },
+}
+
+/// What identifies a compiled pipeline.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PipelineKey {
+    pub kernel: Kernel,
+    /// dtype of each storage binding in binding order; the last is the destination.
+    pub dtypes: Vec<DType>,
+    /// Invocations per workgroup.
+    pub wg: u32,
+}
+
+/// WGSL element type a binding of `dtype` is declared with.
+pub(crate) fn wgsl_elem(dtype: DType) -> Option<&'static str> {
+    match dtype {
+        DType::F32 => Some("f32"),
+        DType::F16 => Some("f16"),
+        DType::I32 => Some("i32"),
+        // Read as raw words: bf16 pairs, i64 halves, quantized blocks.
+        DType::BF16 | DType::I64 => Some("u32"),
+        d if d.is_quantized() => Some("u32"),
+        _ => None,
+    }
+}
+
+/// How a binding's descriptor counts offsets and strides: in elements, except block-quantized
+/// dtypes (bytes), and returns the element size in those units' bytes.
+pub(crate) fn unit_bytes(dtype: DType) -> u64 {
+    if dtype.is_quantized() {
+        1
+    } else {
+        dtype.type_size() as u64
+    }
+}
+
+fn binding_name(k: usize, n: usize) -> String {
+    if k + 1 == n {
+        "dst".into()
+    } else {
+        format!("src{k}")
+    }
+}
+
+/// `fn load_NAME(i: u32) -> f32` for a readable dtype.
+fn loader(name: &str, dtype: DType) -> Option<String> {
+    let body = match dtype {
+        DType::F32 => format!("{name}[i]"),
+        DType::F16 | DType::I32 => format!("f32({name}[i])"),
+        DType::BF16 => {
+            format!("bitcast<f32>(((({name}[i >> 1u]) >> ((i & 1u) * 16u)) & 0xffffu) << 16u)")
+        }
+        _ => return None,
+    };
+    Some(format!(
+        "fn load_{name}(i: u32) -> f32 {{\n    return {body};\n}}\n"
+    ))
+}
+
+/// `fn store_dst(i: u32, v: f32)` for a writable dtype.
+fn storer(dtype: DType) -> Option<String> {
+    let v = match dtype {
+        DType::F32 => "v",
+        DType::F16 => "f16(v)",
+        DType::I32 => "i32(v)",
+        _ => return None,
+    };
+    Some(format!(
+        "fn store_dst(i: u32, v: f32) {{\n    dst[i] = {v};\n}}\n"
+    ))
+}
+
+/// Keeps or drops `#if NAME` / `#else` / `#endif` line blocks (NAME is set when it is among
+/// `flags`), then substitutes every `{{NAME}}` of `vars`. Fails on unbalanced blocks or a
+/// placeholder left unset.
+pub(crate) fn specialize(
+    src: &str,
+    flags: &[&str],
+    vars: &[(&str, String)],
+) -> Result<String, String> {
+    let mut out = String::with_capacity(src.len());
+    // For each open block: (this branch is kept, the enclosing context is kept).
+    let mut stack: Vec<(bool, bool)> = Vec::new();
+    let active = |stack: &[(bool, bool)]| stack.last().is_none_or(|&(on, outer)| on && outer);
+    for line in src.lines() {
+        let t = line.trim_start();
+        if let Some(name) = t.strip_prefix("#if ") {
+            let outer = active(&stack);
+            stack.push((flags.contains(&name.trim()), outer));
+        } else if t.starts_with("#else") {
+            let top = stack.last_mut().ok_or("#else without #if")?;
+            top.0 = !top.0;
+        } else if t.starts_with("#endif") {
+            stack.pop().ok_or("#endif without #if")?;
+        } else if active(&stack) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    if !stack.is_empty() {
+        return Err("#if without #endif".into());
+    }
+    for (name, value) in vars {
+        out = out.replace(&format!("{{{{{name}}}}}"), value);
+    }
+    match out.find("{{") {
+        Some(i) => Err(format!(
+            "unset placeholder {}",
+            out[i..].split("}}").next().unwrap_or("")
+        )),
+        None => Ok(out),
+    }
+}
+
+/// The complete WGSL source of a pipeline.
+pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
+    let n = key.dtypes.len();
+    if n == 0 || n > MAX_BINDINGS {
+        return Err(format!("{n} bindings (1..={MAX_BINDINGS} allowed)"));
+    }
+    let mut head = String::new();
+    if key.dtypes.contains(&DType::F16) {
+        head.push_str("enable f16;\n\n");
+    }
+    for (k, &dt) in key.dtypes.iter().enumerate() {
+        let elem = wgsl_elem(dt).ok_or_else(|| format!("no WGSL type for {dt}"))?;
+        head.push_str(&format!(
+            "@group(0) @binding({}) var<storage, read_write> {}: array<{elem}>;\n",
+            k + 1,
+            binding_name(k, n)
+        ));
+    }
+    head.push('\n');
+    for (k, &dt) in key.dtypes[..n - 1].iter().enumerate() {
+        if let Some(l) = loader(&binding_name(k, n), dt) {
+            head.push_str(&l);
+        }
+    }
+    if let Some(s) = storer(key.dtypes[n - 1]) {
+        head.push_str(&s);
+    }
+    let src0 = key.dtypes[0];
+    let quant = src0.is_quantized();
+    let mut flags: Vec<&str> = Vec::new();
+    let mut vars: Vec<(&str, String)> = vec![("WG", key.wg.to_string())];
+    if quant {
+        flags.push("QUANT");
+        vars.push(("QTYPE", src0.name().to_string()));
+        vars.push(("BLOCK", src0.block_size().to_string()));
+        vars.push(("TYPE_SIZE", src0.type_size().to_string()));
+        vars.push(("SUBS", (src0.block_size() / 32).to_string()));
+    }
+    if src0 == DType::I32 && key.dtypes[n - 1] == DType::I32 {
+        flags.push("COPY_INT");
+    }
+    let body = match key.kernel {
+        Kernel::Map { expr } => {
+            vars.push(("EXPR", expr.to_string()));
+            UNARY
+        }
+        Kernel::Binary { op } => {
+            vars.push(("OP", op.to_string()));
+            BINARY
+        }
+        Kernel::GetRows => GET_ROWS,
+        Kernel::SetRows => {
+            if key.dtypes.get(1) == Some(&DType::I64) {
+                flags.push("IDX_I64");
+            }
+            SET_ROWS
+        }
+        Kernel::MulMat { tn } => {
+            vars.push(("TN", tn.to_string()));
+            vars.push(("PARTIAL", (tn * key.wg).to_string()));
+            MUL_MAT
+        }
+    };
+    let mut text = head;
+    text.push_str(COMMON);
+    if quant {
+        text.push_str(QUANT);
+    }
+    text.push_str(body);
+    specialize(&text, &flags, &vars)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_nest_and_placeholders_must_be_set() {
+        let src = "a\n#if X\nb {{V}}\n#if Y\nc\n#else\nd\n#endif\n#else\ne\n#endif\nf\n";
+        let v = vec![("V", "1".to_string())];
+        assert_eq!(specialize(src, &["X"], &v).unwrap(), "a\nb 1\nd\nf\n");
+        assert_eq!(specialize(src, &["X", "Y"], &v).unwrap(), "a\nb 1\nc\nf\n");
+        assert_eq!(specialize(src, &["Y"], &v).unwrap(), "a\ne\nf\n");
+        assert!(specialize(src, &["X"], &[]).unwrap_err().contains("{{V"));
+        assert!(specialize("#if X\n", &[], &[]).is_err());
+        assert!(specialize("#endif\n", &[], &[]).is_err());
+    }
+
+    /// Every variant the backend can emit parses and validates with naga, no GPU needed.
+    #[test]
+    fn every_variant_validates_with_naga() {
+        use wgpu::naga;
+        let keys = crate::ops::all_pipeline_keys();
+        assert!(keys.len() > 50, "only {} variants", keys.len());
+        for key in keys {
+            let src = source(&key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
+            let module = naga::front::wgsl::parse_str(&src)
+                .unwrap_or_else(|e| panic!("{key:?}:\n{}", e.emit_to_string(&src)));
+            naga::valid::Validator::new(
+                naga::valid::ValidationFlags::all(),
+                naga::valid::Capabilities::all(),
+            )
+            .validate(&module)
+            .unwrap_or_else(|e| panic!("{key:?}:\n{}", e.emit_to_string(&src)));
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! The op table: op builder × dtypes × shapes, with odd sizes (1, 7, 33, 257), non-contiguous
+//! views, broadcast and batches. Tolerances follow ggml's test-backend-ops: exact copies 0,
+//! f16 results 1e-6 (one f16 ulp where f32 results straddle a rounding boundary), f32 math
+//! 1e-10 (WGSL's transcendental functions are not correctly rounded), matrix products 1e-9
+//! (summation order differs).
+
+use bytes::Bytes;
+use wgllm_core::op::{BinaryOp, UnaryOp};
+use wgllm_core::{DType, Graph, Result, TensorId};
+
+use super::{random_bytes, Built, Case, Rng};
+
+/// Block formats the WebGPU kernels decode (the same list as the backend's).
+const QUANTS: [DType; 12] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::IQ4_NL,
+    DType::IQ4_XS,
+];
+
+const EXACT: f64 = 0.0;
+const F16_OUT: f64 = 1e-6;
+const F32_MATH: f64 = 1e-10;
+const MATMUL: f64 = 1e-9;
+
+fn case(
+    op: &'static str,
+    name: String,
+    max_nmse: f64,
+    build: impl Fn(&mut Graph, &mut Rng) -> Result<Built> + Send + Sync + 'static,
+) -> Case {
+    Case {
+        op,
+        name,
+        max_nmse,
+        build: Box::new(build),
+    }
+}
+
+/// Adds an input with random values in `[lo, hi)`.
+fn input(
+    g: &mut Graph,
+    rng: &mut Rng,
+    b: &mut Built,
+    dtype: DType,
+    ne: [u64; 4],
+    lo: f32,
+    hi: f32,
+) -> Result<TensorId> {
+    let t = g.input(&format!("in{}", b.inputs.len()), dtype, ne)?;
+    b.inputs
+        .push((t, random_bytes(rng, dtype, ne.iter().product(), lo, hi)?));
+    Ok(t)
+}
+
+/// Adds a weight with random values in `[-1, 1)` (random blocks for block formats).
+fn weight(g: &mut Graph, rng: &mut Rng, dtype: DType, ne: [u64; 4]) -> Result<TensorId> {
+    let data = random_bytes(rng, dtype, ne.iter().product(), -1.0, 1.0)?;
+    g.weight("w", dtype, ne, Bytes::from(data))
+}
+
+fn f16_tol(dtype: DType, f32_tol: f64) -> f64 {
+    match dtype {
+        DType::F16 => F16_OUT,
+        _ => f32_tol,
+    }
+}
+
+fn binary_cases(out: &mut Vec<Case>) {
+    let shapes: [([u64; 4], [u64; 4]); 4] = [
+        ([7, 3, 2, 1], [7, 1, 1, 1]),
+        ([33, 5, 1, 1], [1, 5, 1, 1]),
+        ([1, 1, 1, 1], [1, 1, 1, 1]),
+        ([257, 2, 3, 2], [257, 2, 3, 2]),
+    ];
+    for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+        let name = wgllm_core::Op::Binary(op).name();
+        for dtype in [DType::F32, DType::F16] {
+            // Division is not correctly rounded on GPUs; the rest is.
+            let tol = f16_tol(dtype, if op == BinaryOp::Div { F32_MATH } else { EXACT });
+            for (na, nb) in shapes {
+                out.push(case(
+                    name,
+                    format!("{name} {dtype} {na:?} by {nb:?}"),
+                    tol,
+                    move |g, rng| {
+                        let mut b = Built::default();
+                        let x = input(g, rng, &mut b, dtype, na, -2.0, 2.0)?;
+                        let y = input(g, rng, &mut b, dtype, nb, 0.5, 2.0)?;
+                        let r = g.binary(x, y, op)?;
+                        g.mark_output(r)?;
+                        Ok(b)
+                    },
+                ));
+            }
+            out.push(case(
+                name,
+                format!("{name} {dtype} transposed [7,5] by [7,1]"),
+                tol,
+                move |g, rng| {
+                    let mut b = Built::default();
+                    let x = input(g, rng, &mut b, dtype, [5, 7, 1, 1], -2.0, 2.0)?;
+                    let xt = g.transpose(x)?;
+                    let y = input(g, rng, &mut b, dtype, [7, 1, 1, 1], 0.5, 2.0)?;
+                    let r = g.binary(xt, y, op)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                },
+            ));
+        }
+    }
+}
+
+const UNARY: [UnaryOp; 27] = [
+    UnaryOp::Abs,
+    UnaryOp::Sgn,
+    UnaryOp::Neg,
+    UnaryOp::Step,
+    UnaryOp::Tanh,
+    UnaryOp::Elu,
+    UnaryOp::Relu,
+    UnaryOp::Sigmoid,
+    UnaryOp::Gelu,
+    UnaryOp::GeluQuick,
+    UnaryOp::GeluErf,
+    UnaryOp::Silu,
+    UnaryOp::Hardswish,
+    UnaryOp::Hardsigmoid,
+    UnaryOp::Exp,
+    UnaryOp::Expm1,
+    UnaryOp::Softplus,
+    UnaryOp::Floor,
+    UnaryOp::Ceil,
+    UnaryOp::Round,
+    UnaryOp::Trunc,
+    UnaryOp::Xielu {
+        alpha_n: 0.8,
+        alpha_p: 0.8,
+        beta: 0.5,
+        eps: -1e-6,
+    },
+    UnaryOp::Log,
+    UnaryOp::Sqr,
+    UnaryOp::Sqrt,
+    UnaryOp::Sin,
+    UnaryOp::Cos,
+];
+
+fn unary_cases(out: &mut Vec<Case>) {
+    for op in UNARY {
+        let name = op.name();
+        let (lo, hi) = match op {
+            UnaryOp::Log | UnaryOp::Sqrt => (0.1, 4.0),
+            _ => (-4.0, 4.0),
+        };
+        for dtype in [DType::F32, DType::F16] {
+            let tol = f16_tol(dtype, F32_MATH);
+            for ne in [[7u64, 3, 2, 1], [257, 1, 1, 1]] {
+                out.push(case(
+                    name,
+                    format!("{name} {dtype} {ne:?}"),
+                    tol,
+                    move |g, rng| {
+                        let mut b = Built::default();
+                        let x = input(g, rng, &mut b, dtype, ne, lo, hi)?;
+                        let r = g.unary(x, op)?;
+                        g.mark_output(r)?;
+                        Ok(b)
+                    },
+                ));
+            }
+            out.push(case(
+                name,
+                format!("{name} {dtype} permuted [7,3,2,1]"),
+                tol,
+                move |g, rng| {
+                    let mut b = Built::default();
+                    let x = input(g, rng, &mut b, dtype, [3, 2, 7, 1], lo, hi)?;
+                    let p = g.permute(x, [1, 2, 0, 3])?;
+                    let r = g.unary(p, op)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                },
+            ));
+        }
+    }
+}
+
+fn map_cases(out: &mut Vec<Case>) {
+    type MapFn = fn(&mut Graph, TensorId) -> Result<TensorId>;
+    let maps: [(&'static str, MapFn); 3] = [
+        ("SCALE", |g, x| g.scale(x, 0.75, -0.5)),
+        ("CLAMP", |g, x| g.clamp(x, -0.5, 1.25)),
+        ("FILL", |g, x| g.fill(x, 3.5)),
+    ];
+    for (name, f) in maps {
+        for dtype in [DType::F32, DType::F16] {
+            let tol = f16_tol(dtype, EXACT);
+            out.push(case(
+                name,
+                format!("{name} {dtype} [33,3,1,1]"),
+                tol,
+                move |g, rng| {
+                    let mut b = Built::default();
+                    let x = input(g, rng, &mut b, dtype, [33, 3, 1, 1], -2.0, 2.0)?;
+                    let r = f(g, x)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                },
+            ));
+            out.push(case(
+                name,
+                format!("{name} {dtype} transposed [3,33]"),
+                tol,
+                move |g, rng| {
+                    let mut b = Built::default();
+                    let x = input(g, rng, &mut b, dtype, [33, 3, 1, 1], -2.0, 2.0)?;
+                    let xt = g.transpose(x)?;
+                    let r = f(g, xt)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                },
+            ));
+        }
+    }
+}
+
+fn copy_cases(out: &mut Vec<Case>) {
+    let conts = [
+        (DType::F32, DType::F16),
+        (DType::F16, DType::F32),
+        (DType::F32, DType::F32),
+        (DType::F16, DType::F16),
+        (DType::BF16, DType::F32),
+        (DType::BF16, DType::F16),
+        (DType::I32, DType::I32),
+    ];
+    for (src, dst) in conts {
+        let tol = f16_tol(dst, EXACT);
+        out.push(case(
+            "CONT",
+            format!("CONT {src} -> {dst} [33,4,3,1]"),
+            tol,
+            move |g, rng| {
+                let mut b = Built::default();
+                let x = input(g, rng, &mut b, src, [33, 4, 3, 1], -100.0, 100.0)?;
+                let r = g.cont(x, dst)?;
+                g.mark_output(r)?;
+                Ok(b)
+            },
+        ));
+        out.push(case(
+            "CONT",
+            format!("CONT {src} -> {dst} permuted [4,3,33,1]"),
+            tol,
+            move |g, rng| {
+                let mut b = Built::default();
+                let x = input(g, rng, &mut b, src, [33, 4, 3, 1], -100.0, 100.0)?;
+                let p = g.permute(x, [2, 0, 1, 3])?;
+                let r = g.cont(p, dst)?;
+                g.mark_output(r)?;
+                Ok(b)
+            },
+        ));
+    }
+    // f32 -> i32 truncates toward zero, as ggml; magnitudes have fractions below 0.5 so a
+    // reference that rounds to nearest agrees.
+    out.push(case(
+        "CONT",
+        "CONT f32 -> i32 [7,5,1,1]".into(),
+        EXACT,
+        |g, rng| {
+            let mut b = Built::default();
+            let x = g.input("x", DType::F32, [7, 5, 1, 1])?;
+            let vals: Vec<u8> = (0..35)
+                .flat_map(|_| {
+                    let magnitude = rng.below(100) as f32 + rng.uniform(0.0, 0.4);
+                    let sign = if rng.below(2) == 0 { -1.0f32 } else { 1.0 };
+                    (sign * magnitude).to_le_bytes()
+                })
+                .collect();
+            b.inputs.push((x, vals));
+            let r = g.cont(x, DType::I32)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
+    for dst in [DType::F32, DType::F16] {
+        out.push(case(
+            "CPY",
+            format!("CPY f32 [7,5] into slice 1 of a {dst} state [7,5,3]"),
+            f16_tol(dst, EXACT),
+            move |g, rng| {
+                let mut b = Built::default();
+                let s = g.state("s", dst, [7, 5, 3, 1])?;
+                b.states.push((s, random_bytes(rng, dst, 105, -1.0, 1.0)?));
+                let nb = g.node(s).layout.nb;
+                let v = g.view(s, [7, 5, 1, 1], nb, nb[2])?;
+                let x = input(g, rng, &mut b, DType::F32, [5, 7, 1, 1], -1.0, 1.0)?;
+                let xt = g.transpose(x)?;
+                let c = g.cpy(xt, v)?;
+                g.mark_output(c)?;
+                g.mark_output(s)?;
+                Ok(b)
+            },
+        ));
+    }
+}
+
+fn get_rows_cases(out: &mut Vec<Case>) {
+    let tables = [DType::F32, DType::F16, DType::BF16, DType::I32]
+        .into_iter()
+        .chain(QUANTS);
+    for table in tables {
+        let ne0 = match table.block_size() {
+            1 => 33,
+            bs => 2 * bs as u64,
+        };
+        let tol = if table.is_quantized() { 1e-12 } else { EXACT };
+        out.push(case(
+            "GET_ROWS",
+            format!("GET_ROWS {table} [{ne0},7,2] by [5,2]"),
+            tol,
+            move |g, rng| {
+                let mut b = Built::default();
+                let w = weight(g, rng, table, [ne0, 7, 2, 1])?;
+                let idx = input(g, rng, &mut b, DType::I32, [5, 2, 1, 1], 0.0, 7.0)?;
+                let r = g.get_rows(w, idx)?;
+                g.mark_output(r)?;
+                Ok(b)
+            },
+        ));
+        out.push(case(
+            "GET_ROWS",
+            format!("GET_ROWS {table} [{ne0},7] by [1]"),
+            tol,
+            move |g, rng| {
+                let mut b = Built::default();
+                let w = weight(g, rng, table, [ne0, 7, 1, 1])?;
+                let idx = input(g, rng, &mut b, DType::I32, [1, 1, 1, 1], 0.0, 7.0)?;
+                let r = g.get_rows(w, idx)?;
+                g.mark_output(r)?;
+                Ok(b)
+            },
+        ));
+    }
+}
+
+/// The first `k` values of a random permutation of `0..n`, as contiguous i32 or i64 bytes.
+fn distinct_rows(rng: &mut Rng, n: u64, k: usize, dtype: DType) -> Vec<u8> {
+    let mut p: Vec<u64> = (0..n).collect();
+    for i in (1..p.len()).rev() {
+        p.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    p[..k]
+        .iter()
+        .flat_map(|&r| match dtype {
+            DType::I64 => (r as i64).to_le_bytes().to_vec(),
+            _ => (r as i32).to_le_bytes().to_vec(),
+        })
+        .collect()
+}
+
+fn set_rows_cases(out: &mut Vec<Case>) {
+    for dst in [DType::F32, DType::F16] {
+        for idx_t in [DType::I32, DType::I64] {
+            let name = format!("SET_ROWS f32 [33,4,2] into {dst} [33,9,2] by {idx_t} [4,2]");
+            out.push(case(
+                "SET_ROWS",
+                name,
+                f16_tol(dst, EXACT),
+                move |g, rng| {
+                    let mut b = Built::default();
+                    let s = g.state("s", dst, [33, 9, 2, 1])?;
+                    b.states
+                        .push((s, random_bytes(rng, dst, 33 * 9 * 2, -1.0, 1.0)?));
+                    let src = input(g, rng, &mut b, DType::F32, [33, 4, 2, 1], -1.0, 1.0)?;
+                    let idx = g.input("idx", idx_t, [4, 2, 1, 1])?;
+                    let mut ids = distinct_rows(rng, 9, 4, idx_t);
+                    ids.extend(distinct_rows(rng, 9, 4, idx_t));
+                    b.inputs.push((idx, ids));
+                    let r = g.set_rows(s, src, idx)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                },
+            ));
+        }
+    }
+}
+
+fn mul_mat_cases(out: &mut Vec<Case>) {
+    let weights = [DType::F32, DType::F16, DType::BF16]
+        .into_iter()
+        .chain(QUANTS);
+    for wt in weights {
+        let k0 = match wt.block_size() {
+            1 => 33,
+            32 => 64,
+            bs => bs as u64,
+        };
+        // (k, m, n, weight dims 2-3, activation dims 2-3)
+        let shapes = [
+            (k0, 33, 1, [1, 1], [1, 1]),
+            (k0, 7, 5, [2, 1], [4, 3]),
+            (2 * k0, 17, 9, [1, 1], [1, 1]),
+        ];
+        for (k, m, n, wa, wb) in shapes {
+            let name = format!("MUL_MAT {wt} x f32 k={k} m={m} n={n} batch {wa:?} x {wb:?}");
+            out.push(case("MUL_MAT", name, MATMUL, move |g, rng| {
+                let mut b = Built::default();
+                let a = weight(g, rng, wt, [k, m, wa[0], wa[1]])?;
+                let x = input(g, rng, &mut b, DType::F32, [k, n, wb[0], wb[1]], -1.0, 1.0)?;
+                let r = g.mul_mat(a, x)?;
+                g.mark_output(r)?;
+                Ok(b)
+            }));
+        }
+    }
+    out.push(case(
+        "MUL_MAT",
+        "MUL_MAT f32 x transposed f32 k=33 m=7 n=5".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let a = weight(g, rng, DType::F32, [33, 7, 1, 1])?;
+            let x = input(g, rng, &mut b, DType::F32, [5, 33, 1, 1], -1.0, 1.0)?;
+            let xt = g.transpose(x)?;
+            let r = g.mul_mat(a, xt)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
+    out.push(case(
+        "MUL_MAT",
+        "MUL_MAT f16 x f16 k=64 m=9 n=3 batch [1,1] x [2,1]".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let a = weight(g, rng, DType::F16, [64, 9, 1, 1])?;
+            let x = input(g, rng, &mut b, DType::F16, [64, 3, 2, 1], -1.0, 1.0)?;
+            let r = g.mul_mat(a, x)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
+}
+
+/// Every case of the op table.
+pub fn cases() -> Vec<Case> {
+    let mut out = Vec::new();
+    binary_cases(&mut out);
+    unary_cases(&mut out);
+    map_cases(&mut out);
+    copy_cases(&mut out);
+    get_rows_cases(&mut out);
+    set_rows_cases(&mut out);
+    mul_mat_cases(&mut out);
+    out
+}

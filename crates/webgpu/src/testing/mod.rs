@@ -1,0 +1,259 @@
+//! The op test table and its runner, shared by `tests/ops.rs` and the CLI's `wgllm ops`.
+//!
+//! A [`Case`] builds a small graph with random inputs; [`run_case`] runs it on a reference
+//! backend (the CPU) and on the backend under test, and compares every output by normalized mean
+//! squared error, `Σ(a−b)² / Σb²`, against the case's tolerance (as ggml's test-backend-ops).
+
+mod cases;
+
+use std::time::{Duration, Instant};
+
+use wgllm_core::{Backend, DType, Error, Graph, Result, TensorId};
+
+pub use cases::cases;
+
+/// A deterministic pseudo-random generator (SplitMix64): the same case gets the same data on
+/// every run and machine.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `[lo, hi)`.
+    pub fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        let u = (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32;
+        lo + (hi - lo) * u
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+}
+
+/// Byte offsets of the f16 scale fields of a block, which random bytes must not make NaN or huge.
+fn scale_fields(dtype: DType) -> &'static [usize] {
+    match dtype {
+        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 | DType::IQ4_NL | DType::IQ4_XS => &[0],
+        DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => &[0, 2],
+        DType::Q2_K => &[80, 82],
+        DType::Q3_K => &[108],
+        DType::Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+/// Random contiguous bytes of `dtype` for `n` values: floats uniform in `[lo, hi)`, integers
+/// uniform in `[lo, hi)` truncated, block formats random bits with scales in `[0.002, 0.02)`.
+pub fn random_bytes(rng: &mut Rng, dtype: DType, n: u64, lo: f32, hi: f32) -> Result<Vec<u8>> {
+    let bytes = dtype
+        .row_bytes(n)
+        .ok_or_else(|| Error::shape(format!("{n} values are not whole {dtype} blocks")))?
+        as usize;
+    let mut out = Vec::with_capacity(bytes);
+    match dtype {
+        DType::F32 => (0..n).for_each(|_| out.extend(rng.uniform(lo, hi).to_le_bytes())),
+        DType::F16 => {
+            (0..n).for_each(|_| out.extend(half::f16::from_f32(rng.uniform(lo, hi)).to_le_bytes()))
+        }
+        DType::BF16 => {
+            (0..n).for_each(|_| out.extend(half::bf16::from_f32(rng.uniform(lo, hi)).to_le_bytes()))
+        }
+        DType::I32 => (0..n).for_each(|_| out.extend((rng.uniform(lo, hi) as i32).to_le_bytes())),
+        DType::I64 => (0..n).for_each(|_| out.extend((rng.uniform(lo, hi) as i64).to_le_bytes())),
+        d if !scale_fields(d).is_empty() => {
+            out.extend((0..bytes).map(|_| rng.next_u64() as u8));
+            for block in out.chunks_exact_mut(d.type_size()) {
+                for &f in scale_fields(d) {
+                    let s = half::f16::from_f32(rng.uniform(0.002, 0.02));
+                    block[f..f + 2].copy_from_slice(&s.to_le_bytes());
+                }
+            }
+        }
+        d => {
+            return Err(Error::DType {
+                op: "random_bytes",
+                dtypes: d.to_string(),
+            })
+        }
+    }
+    Ok(out)
+}
+
+/// Values of contiguous bytes of a readable dtype as f32.
+pub fn to_f32(dtype: DType, bytes: &[u8]) -> Result<Vec<f32>> {
+    let n = bytes.len() / dtype.type_size().max(1);
+    let mut v = vec![0f32; n * dtype.block_size()];
+    wgllm_core::quant::dequantize(dtype, bytes, &mut v)?;
+    Ok(v)
+}
+
+/// `Σ(a−b)² / Σb²` (or `Σ(a−b)²` when b is all zeros); NaN in the same places counts as equal,
+/// anywhere else as infinite error.
+pub fn nmse(a: &[f32], b: &[f32]) -> f64 {
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
+    let (mut err, mut norm) = (0f64, 0f64);
+    for (&x, &y) in a.iter().zip(b) {
+        match (x.is_nan(), y.is_nan()) {
+            (true, true) => continue,
+            (false, false) if x == y => {}
+            (false, false) => err += (f64::from(x) - f64::from(y)).powi(2),
+            _ => return f64::INFINITY,
+        }
+        norm += f64::from(y).powi(2);
+    }
+    if norm == 0.0 {
+        err
+    } else {
+        err / norm
+    }
+}
+
+/// What a case's builder returns: the bytes of every input, and initial bytes for states.
+#[derive(Default)]
+pub struct Built {
+    pub inputs: Vec<(TensorId, Vec<u8>)>,
+    pub states: Vec<(TensorId, Vec<u8>)>,
+}
+
+/// Builds a case's graph (marking its outputs) and random data.
+pub type Builder = Box<dyn Fn(&mut Graph, &mut Rng) -> Result<Built> + Send + Sync>;
+
+/// One row of the op table.
+pub struct Case {
+    /// The op under test, as ggml names it (`"MUL_MAT"`), for filtering.
+    pub op: &'static str,
+    /// Op, dtypes and shapes, e.g. `"MUL_MAT q4_0 x f32 k=64 m=33 n=1"`.
+    pub name: String,
+    /// Largest acceptable NMSE per output.
+    pub max_nmse: f64,
+    pub build: Builder,
+}
+
+/// How a case went.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Every output within tolerance; the worst NMSE.
+    Pass { nmse: f64 },
+    /// Some output beyond tolerance.
+    Fail { nmse: f64, max_nmse: f64 },
+    /// The backend under test said it does not support the graph.
+    Unsupported(String),
+    /// Building, compiling, running or reading failed.
+    Error(String),
+}
+
+/// The result of one case.
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    pub op: &'static str,
+    pub name: String,
+    pub outcome: Outcome,
+    /// Compile + run + read time on the backend under test.
+    pub time: Duration,
+}
+
+fn execute(backend: &dyn Backend, graph: &Graph, built: &Built) -> Result<Vec<Vec<u8>>> {
+    let mut exe = backend.compile(graph)?;
+    for (t, data) in &built.states {
+        exe.write(*t, data)?;
+    }
+    let inputs: Vec<(TensorId, &[u8])> = built.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
+    exe.run(&inputs)?;
+    graph.outputs().iter().map(|&t| exe.read(t)).collect()
+}
+
+/// Runs `case` on `reference` and on `backend` and compares the outputs.
+pub fn run_case(
+    reference: &dyn Backend,
+    backend: &dyn Backend,
+    case: &Case,
+    seed: u64,
+) -> CaseResult {
+    let (outcome, time) = compare(reference, backend, case, seed);
+    CaseResult {
+        op: case.op,
+        name: case.name.clone(),
+        outcome,
+        time,
+    }
+}
+
+fn compare(
+    reference: &dyn Backend,
+    backend: &dyn Backend,
+    case: &Case,
+    seed: u64,
+) -> (Outcome, Duration) {
+    let mut graph = Graph::new();
+    let mut rng = Rng::new(seed);
+    let built = match (case.build)(&mut graph, &mut rng) {
+        Ok(b) => b,
+        Err(e) => return (Outcome::Error(format!("building: {e}")), Duration::ZERO),
+    };
+    let want = match execute(reference, &graph, &built) {
+        Ok(w) => w,
+        Err(e) => return (Outcome::Error(format!("reference: {e}")), Duration::ZERO),
+    };
+    let t0 = Instant::now();
+    let got = match execute(backend, &graph, &built) {
+        Ok(g) => g,
+        Err(Error::Unsupported { why, .. }) => return (Outcome::Unsupported(why), t0.elapsed()),
+        Err(e) => return (Outcome::Error(e.to_string()), t0.elapsed()),
+    };
+    let time = t0.elapsed();
+    let mut worst = 0f64;
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        let dtype = graph.dtype(graph.outputs()[i]);
+        let err = match (to_f32(dtype, g), to_f32(dtype, w)) {
+            (Ok(g), Ok(w)) => nmse(&g, &w),
+            (Err(e), _) | (_, Err(e)) => return (Outcome::Error(e.to_string()), time),
+        };
+        worst = worst.max(err);
+    }
+    let outcome = if worst <= case.max_nmse {
+        Outcome::Pass { nmse: worst }
+    } else {
+        Outcome::Fail {
+            nmse: worst,
+            max_nmse: case.max_nmse,
+        }
+    };
+    (outcome, time)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nmse_is_relative_and_nan_aware() {
+        assert_eq!(nmse(&[1.0, 2.0], &[1.0, 2.0]), 0.0);
+        assert!((nmse(&[1.1, 2.0], &[1.0, 2.0]) - 0.01 / 5.0).abs() < 1e-9);
+        assert_eq!(nmse(&[f32::NAN], &[f32::NAN]), 0.0);
+        assert_eq!(nmse(&[f32::NAN], &[1.0]), f64::INFINITY);
+        assert_eq!(nmse(&[1.0], &[1.0, 2.0]), f64::INFINITY);
+    }
+
+    #[test]
+    fn random_blocks_have_sane_scales() {
+        let mut rng = Rng::new(1);
+        let b = random_bytes(&mut rng, DType::Q6_K, 512, 0.0, 0.0).unwrap();
+        let v = to_f32(DType::Q6_K, &b).unwrap();
+        assert!(v
+            .iter()
+            .all(|x| x.is_finite() && x.abs() < 0.02 * 128.0 * 32.0));
+    }
+}

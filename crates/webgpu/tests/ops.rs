@@ -1,0 +1,115 @@
+//! Every case of the op table on the WebGPU backend against the CPU reference.
+//!
+//! Needs a WebGPU adapter: CI installs lavapipe (`apt-get install mesa-vulkan-drivers
+//! libvulkan1`). Without one these tests fail with the adapter error, never silently pass.
+
+use std::time::Instant;
+
+use wgllm_core::op::UnaryOp;
+use wgllm_core::{Backend, DType, Error, Executable, Graph};
+use wgllm_cpu::CpuBackend;
+use wgllm_webgpu::testing::{cases, run_case, Outcome};
+use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
+
+fn backend() -> WebGpuBackend {
+    WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn op_table_matches_cpu() {
+    let gpu = backend();
+    println!("adapter: {:?}", gpu.adapter());
+    let start = Instant::now();
+    let mut failures = Vec::new();
+    let all = cases();
+    for (i, case) in all.iter().enumerate() {
+        let r = run_case(&CpuBackend, &gpu, case, 1000 + i as u64);
+        println!(
+            "{:<80} {:?} ({:.1} ms)",
+            r.name,
+            r.outcome,
+            r.time.as_secs_f64() * 1e3
+        );
+        if !matches!(r.outcome, Outcome::Pass { .. }) {
+            failures.push(format!("{}: {:?}", r.name, r.outcome));
+        }
+    }
+    println!(
+        "{} cases in {:.1} s",
+        all.len(),
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn unsupported_ops_are_errors_not_panics() {
+    let gpu = backend();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [8, 2, 1, 1]).unwrap();
+    let s = g.sum_rows(x).unwrap();
+    g.mark_output(s).unwrap();
+    let e = gpu.supports(&g, s).unwrap_err();
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+    assert!(e.to_string().contains("SUM_ROWS"), "{e}");
+    let e = gpu.compile(&g).err().expect("compile must fail");
+    assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+}
+
+#[test]
+fn tensors_over_the_binding_limit_are_unsupported_with_the_limit_named() {
+    let gpu = backend();
+    let max = gpu.capabilities().limits.max_storage_buffer_binding_size;
+    let mut g = Graph::new();
+    let rows = max / (4 * 1024) + 1;
+    let x = g.input("big", DType::F32, [1024, rows, 1, 1]).unwrap();
+    let y = g.unary(x, UnaryOp::Neg).unwrap();
+    let e = gpu.supports(&g, y).unwrap_err();
+    assert!(
+        e.to_string().contains("max_storage_buffer_binding_size"),
+        "{e}"
+    );
+}
+
+#[test]
+fn runs_repeat_and_report_memory() {
+    let gpu = backend();
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [3, 1, 1, 1]).unwrap();
+    let a = g.unary(x, UnaryOp::Neg).unwrap();
+    let b = g.add(a, x).unwrap();
+    let c = g.scale(b, 2.0, 1.0).unwrap();
+    g.mark_output(c).unwrap();
+    let mut exe = gpu.compile_webgpu(&g).unwrap();
+    assert_eq!(exe.dispatch_count(), 3);
+    for v in [1.0f32, -2.0] {
+        let data: Vec<u8> = [v, 2.0 * v, 3.0]
+            .iter()
+            .flat_map(|f| f.to_le_bytes())
+            .collect();
+        exe.run(&[(x, &data)]).unwrap();
+        let out: Vec<f32> = bytemuck_f32(&exe.read(c).unwrap());
+        assert_eq!(out, vec![1.0; 3]);
+    }
+    let m = exe.memory_report();
+    assert!(
+        m.arena >= 24 && m.inputs >= 12 && m.params >= 3 * 256,
+        "{m:?}"
+    );
+    assert!(m.total() < 1 << 20, "{m:?}");
+    let e = exe.run(&[]).unwrap_err();
+    assert!(e.to_string().contains("'x' was not given"), "{e}");
+    let e = exe.read(a).unwrap_err();
+    assert!(e.to_string().contains("not an output"), "{e}");
+}
+
+fn bytemuck_f32(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
