@@ -10,11 +10,16 @@ use wgllm_core::DType;
 
 const COMMON: &str = include_str!("kernels/common.wgsl");
 const QUANT: &str = include_str!("kernels/quant.wgsl");
+const ACTIVATIONS: &str = include_str!("kernels/activations.wgsl");
 const UNARY: &str = include_str!("kernels/unary.wgsl");
 const BINARY: &str = include_str!("kernels/binary.wgsl");
 const GET_ROWS: &str = include_str!("kernels/get_rows.wgsl");
 const SET_ROWS: &str = include_str!("kernels/set_rows.wgsl");
 const MUL_MAT: &str = include_str!("kernels/mul_mat.wgsl");
+const GLU: &str = include_str!("kernels/glu.wgsl");
+const NORM: &str = include_str!("kernels/norm.wgsl");
+const SOFTMAX: &str = include_str!("kernels/softmax.wgsl");
+const ROPE: &str = include_str!("kernels/rope.wgsl");
 
 /// u32 words in one dispatch's parameter slot (see `common.wgsl`).
 pub(crate) const PARAM_WORDS: usize = 64;
@@ -41,6 +46,22 @@ pub enum Kernel {
     SetRows,
     /// `mul_mat.wgsl`, `tn` output columns per workgroup.
     MulMat { tn: u32 },
+    /// `glu.wgsl`: `dst = EXPR(x, g)`.
+    Glu { expr: &'static str },
+    /// `norm.wgsl`, one workgroup per row.
+    Norm(NormKind),
+    /// `softmax.wgsl`, one workgroup per row; which optional sources are bound.
+    SoftMax { mask: bool, sinks: bool },
+    /// `rope.wgsl`: neox pairing or normal, with or without frequency factors.
+    Rope { neox: bool, freq_factors: bool },
+}
+
+/// The row normalizations of `norm.wgsl`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NormKind {
+    Rms,
+    Norm,
+    L2,
 }
 
 /// What identifies a compiled pipeline.
@@ -195,10 +216,43 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     if src0 == DType::I32 && key.dtypes[n - 1] == DType::I32 {
         flags.push("COPY_INT");
     }
+    let mut activations = false;
     let body = match key.kernel {
         Kernel::Map { expr } => {
             vars.push(("EXPR", expr.to_string()));
+            activations = true;
             UNARY
+        }
+        Kernel::Glu { expr } => {
+            vars.push(("EXPR", expr.to_string()));
+            activations = true;
+            GLU
+        }
+        Kernel::Norm(kind) => {
+            match kind {
+                NormKind::Rms => {}
+                NormKind::Norm => flags.push("NORM"),
+                NormKind::L2 => flags.push("L2"),
+            }
+            NORM
+        }
+        Kernel::SoftMax { mask, sinks } => {
+            if mask {
+                flags.push("MASK");
+            }
+            if sinks {
+                flags.push("SINKS");
+            }
+            SOFTMAX
+        }
+        Kernel::Rope { neox, freq_factors } => {
+            if neox {
+                flags.push("NEOX");
+            }
+            if freq_factors {
+                flags.push("FREQ_FACTORS");
+            }
+            ROPE
         }
         Kernel::Binary { op } => {
             vars.push(("OP", op.to_string()));
@@ -221,6 +275,9 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     text.push_str(COMMON);
     if quant {
         text.push_str(QUANT);
+    }
+    if activations {
+        text.push_str(ACTIVATIONS);
     }
     text.push_str(body);
     specialize(&text, &flags, &vars)

@@ -5,13 +5,14 @@
 
 mod elementwise;
 mod matmul;
+mod nn;
 mod rows;
 
 use wgllm_core::graph::dtypes_str;
 use wgllm_core::{DType, Error, Graph, Layout, Node, Op, Result, TensorId};
 
 use crate::device::Capabilities;
-use crate::shaders::{unit_bytes, wgsl_elem, PipelineKey, OP_WORDS};
+use crate::shaders::{unit_bytes, wgsl_elem, NormKind, PipelineKey, OP_WORDS};
 
 /// Invocations per workgroup of the element-wise kernels.
 const WG_ELEMENTWISE: u32 = 256;
@@ -166,6 +167,12 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
         Op::GetRows => rows::get_rows(&ctx)?,
         Op::SetRows => rows::set_rows(&ctx)?,
         Op::MulMat => matmul::mul_mat(&ctx)?,
+        Op::Glu { op, swapped } => nn::glu(&ctx, *op, *swapped)?,
+        Op::RmsNorm { eps } => nn::norm(&ctx, NormKind::Rms, *eps)?,
+        Op::Norm { eps } => nn::norm(&ctx, NormKind::Norm, *eps)?,
+        Op::L2Norm { eps } => nn::norm(&ctx, NormKind::L2, *eps)?,
+        Op::SoftMax { scale, max_bias } => nn::soft_max(&ctx, *scale, *max_bias)?,
+        Op::Rope(p) => nn::rope(&ctx, p)?,
         Op::Set { .. }
         | Op::Concat { .. }
         | Op::Repeat
@@ -177,12 +184,6 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
         | Op::Conv2d { .. }
         | Op::Im2Col { .. }
         | Op::AddId
-        | Op::Glu { .. }
-        | Op::RmsNorm { .. }
-        | Op::Norm { .. }
-        | Op::L2Norm { .. }
-        | Op::SoftMax { .. }
-        | Op::Rope(_)
         | Op::FlashAttnExt { .. }
         | Op::Sum
         | Op::SumRows
@@ -252,5 +253,6 @@ pub(crate) fn all_pipeline_keys() -> Vec<PipelineKey> {
     let mut keys = elementwise::keys();
     keys.extend(rows::keys());
     keys.extend(matmul::keys());
+    keys.extend(nn::keys());
     keys
 }

@@ -26,12 +26,12 @@ const QUANTS: [DType; 12] = [
     DType::IQ4_XS,
 ];
 
-const EXACT: f64 = 0.0;
-const F16_OUT: f64 = 1e-6;
-const F32_MATH: f64 = 1e-10;
+pub(super) const EXACT: f64 = 0.0;
+pub(super) const F16_OUT: f64 = 1e-6;
+pub(super) const F32_MATH: f64 = 1e-10;
 const MATMUL: f64 = 1e-9;
 
-fn case(
+pub(super) fn case(
     op: &'static str,
     name: String,
     max_nmse: f64,
@@ -46,7 +46,7 @@ fn case(
 }
 
 /// Adds an input with random values in `[lo, hi)`.
-fn input(
+pub(super) fn input(
     g: &mut Graph,
     rng: &mut Rng,
     b: &mut Built,
@@ -67,7 +67,7 @@ fn weight(g: &mut Graph, rng: &mut Rng, dtype: DType, ne: [u64; 4]) -> Result<Te
     g.weight("w", dtype, ne, Bytes::from(data))
 }
 
-fn f16_tol(dtype: DType, f32_tol: f64) -> f64 {
+pub(super) fn f16_tol(dtype: DType, f32_tol: f64) -> f64 {
     match dtype {
         DType::F16 => F16_OUT,
         _ => f32_tol,
@@ -463,5 +463,6 @@ pub fn cases() -> Vec<Case> {
     get_rows_cases(&mut out);
     set_rows_cases(&mut out);
     mul_mat_cases(&mut out);
+    super::nn_cases::add(&mut out);
     out
 }

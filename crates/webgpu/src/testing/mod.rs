@@ -5,6 +5,7 @@
 //! squared error, `Σ(a−b)² / Σb²`, against the case's tolerance (as ggml's test-backend-ops).
 
 mod cases;
+mod nn_cases;
 
 use std::time::{Duration, Instant};
 

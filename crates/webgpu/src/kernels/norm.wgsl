@@ -1,0 +1,70 @@
+// Row normalizations over dim 0, one workgroup per row (rows folded into a 2-d grid):
+// RMS: x / sqrt(mean(x^2) + eps); NORM: (x - mean) / sqrt(var + eps); L2: x / max(|x|, eps).
+// op_f(0) = eps. Partial sums reduce in workgroup memory.
+
+const WG: u32 = {{WG}}u;
+
+var<workgroup> red: array<f32, {{WG}}>;
+
+// Sum of `v` over the workgroup (every invocation gets the total).
+fn wg_sum(lid: u32, v: f32) -> f32 {
+    red[lid] = v;
+    workgroupBarrier();
+    for (var s = WG / 2u; s > 0u; s = s / 2u) {
+        if (lid < s) {
+            red[lid] += red[lid + s];
+        }
+        workgroupBarrier();
+    }
+    let total = red[0];
+    workgroupBarrier();
+    return total;
+}
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = group_id(wid, nwg);
+    let n1 = t_ne(0u, 1u);
+    let n2 = t_ne(0u, 2u);
+    let r = vec4<u32>(0u, row % n1, (row / n1) % n2, row / (n1 * n2));
+    let valid = row < n_items();
+    let n = select(0u, t_ne(0u, 0u), valid);
+    let src = t_idx(0u, r);
+    let od = t_idx(1u, r);
+    let s0 = t_nb(0u, 0u);
+    let d0 = t_nb(1u, 0u);
+    let eps = op_f(0u);
+    let nf = f32(t_ne(0u, 0u));
+#if NORM
+    var acc = 0.0;
+    for (var i = lid; i < n; i += WG) {
+        acc += load_src0(src + i * s0);
+    }
+    let mean = wg_sum(lid, acc) / nf;
+    var sq = 0.0;
+    for (var i = lid; i < n; i += WG) {
+        let c = load_src0(src + i * s0) - mean;
+        sq += c * c;
+    }
+    let scale = 1.0 / sqrt(wg_sum(lid, sq) / nf + eps);
+    for (var i = lid; i < n; i += WG) {
+        store_dst(od + i * d0, (load_src0(src + i * s0) - mean) * scale);
+    }
+#else
+    var sq = 0.0;
+    for (var i = lid; i < n; i += WG) {
+        let v = load_src0(src + i * s0);
+        sq += v * v;
+    }
+    let total = wg_sum(lid, sq);
+#if L2
+    let scale = 1.0 / max(sqrt(total), eps);
+#else
+    let scale = 1.0 / sqrt(total / nf + eps);
+#endif
+    for (var i = lid; i < n; i += WG) {
+        store_dst(od + i * d0, load_src0(src + i * s0) * scale);
+    }
+#endif
+}

@@ -1,0 +1,71 @@
+// RoPE (ggml_rope_ext) in the normal and neox modes, with YaRN and optional frequency factors.
+// One invocation per pair slot of a row: slots below n_dims/2 rotate pair k (elements 2k, 2k+1
+// in the normal mode, k and k + n_dims/2 in neox); the rest copy two of the unrotated elements
+// n_dims.. through. Bindings: src0 = x, src1 = positions (i32), src2 = frequency factors, dst.
+// op_u: 0 = n_dims, 1 = slots per row; op_f: 2 = freq_scale, 3 = ext_factor, 4 = attn_factor,
+// 5 = corr low, 6 = corr high, 7 = theta_scale.
+
+fn rope_yarn(theta_extrap: f32, k: u32) -> vec2<f32> {
+    let freq_scale = op_f(2u);
+    let ext_factor = op_f(3u);
+    let theta_interp = freq_scale * theta_extrap;
+    var theta = theta_interp;
+    var mscale = op_f(4u);
+    if (ext_factor != 0.0) {
+        let y = (f32(k) - op_f(5u)) / max(0.001, op_f(6u) - op_f(5u));
+        let mix = (1.0 - clamp(y, 0.0, 1.0)) * ext_factor;
+        theta = theta_interp * (1.0 - mix) + theta_extrap * mix;
+        mscale *= 1.0 + 0.1 * log(1.0 / freq_scale);
+    }
+    return vec2<f32>(cos(theta) * mscale, sin(theta) * mscale);
+}
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let f = linear_id(wid, nwg, lid);
+    if (f >= n_items()) {
+        return;
+    }
+    let slots = op_u(1u);
+    let row = f / slots;
+    let k = f % slots;
+    let n1 = t_ne(0u, 1u);
+    let n2 = t_ne(0u, 2u);
+    let r = vec4<u32>(0u, row % n1, (row / n1) % n2, row / (n1 * n2));
+    let n_dims = op_u(0u);
+    let ne0 = t_ne(0u, 0u);
+    let src = t_idx(0u, r);
+    let od = t_idx(3u, r);
+    let s0 = t_nb(0u, 0u);
+    let d0 = t_nb(3u, 0u);
+    if (k >= n_dims / 2u) {
+        let e = n_dims + 2u * (k - n_dims / 2u);
+        store_dst(od + e * d0, load_src0(src + e * s0));
+        if (e + 1u < ne0) {
+            store_dst(od + (e + 1u) * d0, load_src0(src + (e + 1u) * s0));
+        }
+        return;
+    }
+    // The angle as ggml builds it: the position times theta_scale once per earlier pair, in f32.
+    var theta = f32(src1[t_idx(1u, vec4<u32>(r.z, 0u, 0u, 0u))]);
+    let ts = op_f(7u);
+    for (var i = 0u; i < k; i++) {
+        theta *= ts;
+    }
+#if FREQ_FACTORS
+    theta = theta / load_src2(t_idx(2u, vec4<u32>(k, 0u, 0u, 0u)));
+#endif
+    let cs = rope_yarn(theta, k);
+#if NEOX
+    let a = k;
+    let b = k + n_dims / 2u;
+#else
+    let a = 2u * k;
+    let b = 2u * k + 1u;
+#endif
+    let x0 = load_src0(src + a * s0);
+    let x1 = load_src0(src + b * s0);
+    store_dst(od + a * d0, x0 * cs.x - x1 * cs.y);
+    store_dst(od + b * d0, x0 * cs.y + x1 * cs.x);
+}

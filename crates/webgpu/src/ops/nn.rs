@@ -1,0 +1,262 @@
+//! Neural-network ops: gated linear units (`glu.wgsl`), row normalizations (`norm.wgsl`),
+//! soft_max with mask, ALiBi and sinks (`softmax.wgsl`), RoPE normal/neox (`rope.wgsl`).
+
+use std::f32::consts::PI;
+
+use wgllm_core::op::{GluOp, RopeMode, RopeParams};
+use wgllm_core::{DType, Layout, Result};
+
+use super::{words, Ctx, Dispatch, Operand, WG_ELEMENTWISE};
+use crate::shaders::{Kernel, NormKind, PipelineKey, OP_WORDS};
+
+/// Invocations per workgroup of the one-workgroup-per-row kernels.
+const WG_ROW: u32 = 64;
+
+/// The WGSL expression of a gate over `x` (gated) and `g` (linear), helpers in
+/// `activations.wgsl` and `glu.wgsl`, and its parameters.
+fn glu_expr(op: GluOp) -> (&'static str, Vec<f32>) {
+    let e = match op {
+        GluOp::Reglu => "select(0.0, x * g, x > 0.0)",
+        GluOp::Geglu => "gelu(x) * g",
+        GluOp::Swiglu => "x / (1.0 + exp(-x)) * g",
+        GluOp::SwigluOai { alpha, limit } => {
+            return ("swiglu_oai(x, g, op_f(0u), op_f(1u))", vec![alpha, limit])
+        }
+        GluOp::GegluErf => "0.5 * x * (1.0 + erf(x * 0.70710678118654752)) * g",
+        GluOp::GegluQuick => "x * sigmoid(1.702 * x) * g",
+    };
+    (e, vec![])
+}
+
+fn glu_key(expr: &'static str, dtype: DType) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::Glu { expr },
+        dtypes: vec![dtype; 3],
+        wg: WG_ELEMENTWISE,
+    }
+}
+
+/// Half `h` (0 or 1) of each row of `a`, `nc` values wide.
+fn half(a: &Operand, nc: u64, h: u64) -> Operand {
+    let mut ne = a.layout.ne;
+    ne[0] = nc;
+    Operand {
+        tensor: a.tensor,
+        dtype: a.dtype,
+        layout: Layout {
+            ne,
+            nb: a.layout.nb,
+            offset: a.layout.offset + h * nc * a.layout.nb[0],
+        },
+    }
+}
+
+/// ggml_glu (`srcs = [a]`, halves of each row) and ggml_glu_split (`srcs = [a, b]`).
+pub(super) fn glu(ctx: &Ctx, op: GluOp, swapped: bool) -> Result<Vec<Dispatch>> {
+    let (a, dst) = (ctx.src(0)?, ctx.out());
+    ctx.require(
+        matches!(dst.dtype, DType::F32 | DType::F16) && a.dtype == dst.dtype,
+        "f32 or f16",
+    )?;
+    ctx.require_f16(&[dst.dtype])?;
+    let (x, g) = match ctx.node.opt_src(1) {
+        Some(_) => (a, ctx.src(1)?),
+        None => {
+            let nc = dst.layout.ne[0];
+            let (hx, hg) = if swapped { (1, 0) } else { (0, 1) };
+            (half(&a, nc, hx), half(&a, nc, hg))
+        }
+    };
+    let (expr, params) = glu_expr(op);
+    let n = dst.layout.nelements();
+    let key = glu_key(expr, dst.dtype);
+    Ok(vec![ctx.per_item(
+        key,
+        vec![x, g, dst],
+        words(&params),
+        n,
+    )?])
+}
+
+fn norm_key(kind: NormKind) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::Norm(kind),
+        dtypes: vec![DType::F32, DType::F32],
+        wg: WG_ROW,
+    }
+}
+
+/// One workgroup per row of `src`.
+fn per_row(
+    ctx: &Ctx,
+    key: PipelineKey,
+    operands: Vec<Operand>,
+    op_words: [u32; OP_WORDS],
+) -> Result<Dispatch> {
+    let rows = operands[0].layout.nrows();
+    Ok(Dispatch {
+        key,
+        operands,
+        op_words,
+        items: ctx.items(rows)?,
+        groups: ctx.grid(rows, 1)?,
+    })
+}
+
+/// ggml_rms_norm, ggml_norm, ggml_l2_norm.
+pub(super) fn norm(ctx: &Ctx, kind: NormKind, eps: f32) -> Result<Vec<Dispatch>> {
+    let (a, dst) = (ctx.src(0)?, ctx.out());
+    ctx.require(a.dtype == DType::F32 && dst.dtype == DType::F32, "f32")?;
+    Ok(vec![per_row(
+        ctx,
+        norm_key(kind),
+        vec![a, dst],
+        words(&[eps]),
+    )?])
+}
+
+fn soft_max_key(mask: Option<DType>, sinks: bool) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::SoftMax {
+            mask: mask.is_some(),
+            sinks,
+        },
+        dtypes: vec![
+            DType::F32,
+            mask.unwrap_or(DType::F32),
+            DType::F32,
+            DType::F32,
+        ],
+        wg: WG_ROW,
+    }
+}
+
+/// ggml_soft_max_ext: `srcs = [a, mask?, sinks?]`.
+pub(super) fn soft_max(ctx: &Ctx, scale: f32, max_bias: f32) -> Result<Vec<Dispatch>> {
+    let (a, dst) = (ctx.src(0)?, ctx.out());
+    let mask = ctx.node.opt_src(1).map(|_| ctx.src(1)).transpose()?;
+    let sinks = ctx.node.opt_src(2).map(|_| ctx.src(2)).transpose()?;
+    ctx.require(
+        a.dtype == DType::F32
+            && mask
+                .as_ref()
+                .is_none_or(|m| matches!(m.dtype, DType::F32 | DType::F16))
+            && sinks.as_ref().is_none_or(|s| s.dtype == DType::F32),
+        "f32 input and sinks, f32 or f16 mask",
+    )?;
+    if let Some(m) = &mask {
+        ctx.require_f16(&[m.dtype])?;
+    }
+    let n_head = a.layout.ne[2].max(1);
+    let n_head_log2 = 1u64 << n_head.ilog2();
+    let m0 = 2f32.powf(-max_bias / n_head_log2 as f32);
+    let m1 = 2f32.powf(-(max_bias / 2.0) / n_head_log2 as f32);
+    let mut op = words(&[scale, max_bias, m0, m1]);
+    op[4] = ctx.items(n_head_log2)?;
+    let key = soft_max_key(mask.as_ref().map(|m| m.dtype), sinks.is_some());
+    let operands = vec![
+        a.clone(),
+        mask.unwrap_or_else(|| a.clone()),
+        sinks.unwrap_or_else(|| a.clone()),
+        dst,
+    ];
+    Ok(vec![per_row(ctx, key, operands, op)?])
+}
+
+fn rope_key(neox: bool, freq_factors: bool, dtype: DType) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::Rope { neox, freq_factors },
+        dtypes: vec![
+            dtype,
+            DType::I32,
+            if freq_factors { DType::F32 } else { dtype },
+            dtype,
+        ],
+        wg: WG_ELEMENTWISE,
+    }
+}
+
+/// ggml_rope_yarn_corr_dims: the pair dims YaRN ramps between.
+fn yarn_corr_dims(p: &RopeParams) -> [f32; 2] {
+    let nd = p.n_dims as f32;
+    let dim = |rotations: f32| {
+        nd * (p.n_ctx_orig as f32 / (rotations * 2.0 * PI)).ln() / (2.0 * p.freq_base.ln())
+    };
+    [
+        dim(p.beta_fast).floor().max(0.0),
+        dim(p.beta_slow).ceil().min(nd - 1.0),
+    ]
+}
+
+/// ggml_rope_ext in the normal and neox modes: `srcs = [x, positions, freq_factors?]`.
+pub(super) fn rope(ctx: &Ctx, p: &RopeParams) -> Result<Vec<Dispatch>> {
+    let neox = match p.mode {
+        RopeMode::Normal => false,
+        RopeMode::Neox => true,
+        RopeMode::MultiSection | RopeMode::InterleavedMultiSection | RopeMode::Vision => {
+            return Err(ctx.unsupported(format!("rope mode {:?} not implemented yet", p.mode)))
+        }
+    };
+    let (x, pos, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.out());
+    let ff = ctx.node.opt_src(2).map(|_| ctx.src(2)).transpose()?;
+    ctx.require(
+        matches!(x.dtype, DType::F32 | DType::F16)
+            && dst.dtype == x.dtype
+            && pos.dtype == DType::I32
+            && ff.as_ref().is_none_or(|f| f.dtype == DType::F32),
+        "f32 or f16 x, i32 positions, f32 frequency factors",
+    )?;
+    ctx.require_f16(&[x.dtype])?;
+    let ne0 = x.layout.ne[0];
+    let n_dims = u64::from(p.n_dims);
+    let slots = n_dims / 2 + (ne0 - n_dims).div_ceil(2);
+    let [low, high] = yarn_corr_dims(p);
+    let theta_scale = p.freq_base.powf(-2.0 / p.n_dims as f32);
+    let mut op = words(&[
+        0.0,
+        0.0,
+        p.freq_scale,
+        p.ext_factor,
+        p.attn_factor,
+        low,
+        high,
+        theta_scale,
+    ]);
+    op[0] = p.n_dims;
+    op[1] = ctx.items(slots)?;
+    let key = rope_key(neox, ff.is_some(), x.dtype);
+    let items = slots * x.layout.nrows();
+    let operands = vec![x.clone(), pos, ff.unwrap_or(x), dst];
+    Ok(vec![ctx.per_item(key, operands, op, items)?])
+}
+
+#[cfg(test)]
+pub(super) fn keys() -> Vec<PipelineKey> {
+    let glus = [
+        GluOp::Reglu,
+        GluOp::Geglu,
+        GluOp::Swiglu,
+        GluOp::SwigluOai {
+            alpha: 0.0,
+            limit: 0.0,
+        },
+        GluOp::GegluErf,
+        GluOp::GegluQuick,
+    ];
+    let mut keys = Vec::new();
+    for d in [DType::F32, DType::F16] {
+        keys.extend(glus.iter().map(|&op| glu_key(glu_expr(op).0, d)));
+        for neox in [false, true] {
+            for ff in [false, true] {
+                keys.push(rope_key(neox, ff, d));
+            }
+        }
+    }
+    keys.extend([NormKind::Rms, NormKind::Norm, NormKind::L2].map(norm_key));
+    for mask in [None, Some(DType::F32), Some(DType::F16)] {
+        for sinks in [false, true] {
+            keys.push(soft_max_key(mask, sinks));
+        }
+    }
+    keys
+}

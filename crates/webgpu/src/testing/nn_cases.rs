@@ -1,0 +1,251 @@
+//! Op-table cases of the neural-network ops: GLU (fused halves, swapped, split), rms_norm,
+//! norm, l2_norm, soft_max (masks, ALiBi, sinks) and RoPE (normal, neox, YaRN, frequency
+//! factors, partial rotation).
+
+use wgllm_core::op::{GluOp, RopeMode, RopeParams};
+use wgllm_core::{DType, Graph, Result, TensorId};
+
+use super::cases::{case, f16_tol, input, F32_MATH};
+use super::{Built, Case, Rng};
+
+fn glu_cases(out: &mut Vec<Case>) {
+    let ops = [
+        GluOp::Reglu,
+        GluOp::Geglu,
+        GluOp::Swiglu,
+        GluOp::SwigluOai {
+            alpha: 1.702,
+            limit: 7.0,
+        },
+        GluOp::GegluErf,
+        GluOp::GegluQuick,
+    ];
+    for op in ops {
+        let name = op.name();
+        for dtype in [DType::F32, DType::F16] {
+            let tol = f16_tol(dtype, F32_MATH);
+            for swapped in [false, true] {
+                let desc = format!("{name} {dtype} halves of [66,3,2] swapped={swapped}");
+                out.push(case(name, desc, tol, move |g, rng| {
+                    let mut b = Built::default();
+                    let a = input(g, rng, &mut b, dtype, [66, 3, 2, 1], -8.0, 8.0)?;
+                    let r = g.glu(a, op, swapped)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                }));
+            }
+            out.push(case(
+                name,
+                format!("{name} {dtype} split [33,3,2]"),
+                tol,
+                move |g, rng| {
+                    let mut b = Built::default();
+                    let a = input(g, rng, &mut b, dtype, [33, 3, 2, 1], -8.0, 8.0)?;
+                    let c = input(g, rng, &mut b, dtype, [33, 3, 2, 1], -2.0, 2.0)?;
+                    let r = g.glu_split(a, c, op)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                },
+            ));
+        }
+    }
+}
+
+fn norm_cases(out: &mut Vec<Case>) {
+    type NormFn = fn(&mut Graph, TensorId) -> Result<TensorId>;
+    let norms: [(&'static str, NormFn); 3] = [
+        ("RMS_NORM", |g, x| g.rms_norm(x, 1e-5)),
+        ("NORM", |g, x| g.norm(x, 1e-5)),
+        ("L2_NORM", |g, x| g.l2_norm(x, 1e-6)),
+    ];
+    for (name, f) in norms {
+        for ne in [[33u64, 4, 2, 1], [257, 1, 1, 1], [1, 3, 1, 1]] {
+            out.push(case(
+                name,
+                format!("{name} f32 {ne:?}"),
+                F32_MATH,
+                move |g, rng| {
+                    let mut b = Built::default();
+                    let x = input(g, rng, &mut b, DType::F32, ne, -3.0, 3.0)?;
+                    let r = f(g, x)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                },
+            ));
+        }
+        out.push(case(
+            name,
+            format!("{name} f32 transposed [5,7]"),
+            F32_MATH,
+            move |g, rng| {
+                let mut b = Built::default();
+                let x = input(g, rng, &mut b, DType::F32, [7, 5, 1, 1], -3.0, 3.0)?;
+                let xt = g.transpose(x)?;
+                let r = f(g, xt)?;
+                g.mark_output(r)?;
+                Ok(b)
+            },
+        ));
+    }
+}
+
+/// A mask with about a quarter of its entries -inf, the rest in [-1, 0).
+fn mask_input(
+    g: &mut Graph,
+    rng: &mut Rng,
+    b: &mut Built,
+    dtype: DType,
+    ne: [u64; 4],
+) -> Result<TensorId> {
+    let t = g.input("mask", dtype, ne)?;
+    let n = ne.iter().product::<u64>();
+    let vals: Vec<f32> = (0..n)
+        .map(|_| {
+            if rng.below(4) == 0 {
+                f32::NEG_INFINITY
+            } else {
+                rng.uniform(-1.0, 0.0)
+            }
+        })
+        .collect();
+    let bytes = match dtype {
+        DType::F16 => vals
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect(),
+        _ => vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    b.inputs.push((t, bytes));
+    Ok(t)
+}
+
+fn soft_max_cases(out: &mut Vec<Case>) {
+    // (a extents, mask: dtype and extents, sinks, scale, max_bias)
+    type Spec = ([u64; 4], Option<(DType, [u64; 4])>, bool, f32, f32);
+    let specs: [Spec; 7] = [
+        ([33, 4, 4, 2], None, false, 0.5, 0.0),
+        ([1, 3, 1, 1], None, false, 1.0, 0.0),
+        (
+            [33, 4, 4, 2],
+            Some((DType::F32, [33, 6, 2, 1])),
+            false,
+            0.5,
+            0.0,
+        ),
+        (
+            [33, 4, 4, 2],
+            Some((DType::F16, [33, 4, 1, 2])),
+            false,
+            0.125,
+            0.0,
+        ),
+        (
+            [17, 3, 6, 1],
+            Some((DType::F32, [17, 3, 1, 1])),
+            false,
+            1.0,
+            8.0,
+        ),
+        ([33, 4, 4, 2], None, true, 0.5, 0.0),
+        (
+            [257, 2, 4, 1],
+            Some((DType::F16, [257, 2, 1, 1])),
+            true,
+            0.25,
+            8.0,
+        ),
+    ];
+    for (ne, mask, sinks, scale, max_bias) in specs {
+        let desc = format!(
+            "SOFT_MAX f32 {ne:?} mask {mask:?} sinks={sinks} scale={scale} max_bias={max_bias}"
+        );
+        out.push(case("SOFT_MAX", desc, F32_MATH, move |g, rng| {
+            let mut b = Built::default();
+            let a = input(g, rng, &mut b, DType::F32, ne, -4.0, 4.0)?;
+            let m = match mask {
+                Some((dt, mne)) => Some(mask_input(g, rng, &mut b, dt, mne)?),
+                None => None,
+            };
+            let s = match sinks {
+                true => Some(input(
+                    g,
+                    rng,
+                    &mut b,
+                    DType::F32,
+                    [ne[2], 1, 1, 1],
+                    -2.0,
+                    2.0,
+                )?),
+                false => None,
+            };
+            let r = g.soft_max(a, m, s, scale, max_bias)?;
+            g.mark_output(r)?;
+            Ok(b)
+        }));
+    }
+}
+
+fn rope_cases(out: &mut Vec<Case>) {
+    for mode in [RopeMode::Normal, RopeMode::Neox] {
+        for dtype in [DType::F32, DType::F16] {
+            // (head_dim, n_dims, YaRN, frequency factors, permuted input)
+            let specs = [
+                (64u64, 64u32, false, false, false),
+                (33, 16, false, false, false),
+                (64, 32, true, false, true),
+                (64, 64, true, true, false),
+            ];
+            for (hd, n_dims, yarn, ff, permuted) in specs {
+                let desc = format!(
+                    "ROPE {mode:?} {dtype} head_dim={hd} n_dims={n_dims} yarn={yarn} ff={ff} permuted={permuted}"
+                );
+                let tol = f16_tol(dtype, 1e-9);
+                out.push(case("ROPE", desc, tol, move |g, rng| {
+                    let mut b = Built::default();
+                    let x = if permuted {
+                        let x = input(g, rng, &mut b, dtype, [hd, 5, 3, 1], -2.0, 2.0)?;
+                        g.permute(x, [0, 2, 1, 3])?
+                    } else {
+                        input(g, rng, &mut b, dtype, [hd, 3, 5, 1], -2.0, 2.0)?
+                    };
+                    let pos = input(g, rng, &mut b, DType::I32, [5, 1, 1, 1], 0.0, 50.0)?;
+                    let f = match ff {
+                        true => Some(input(
+                            g,
+                            rng,
+                            &mut b,
+                            DType::F32,
+                            [u64::from(n_dims) / 2, 1, 1, 1],
+                            1.0,
+                            3.0,
+                        )?),
+                        false => None,
+                    };
+                    let p = RopeParams {
+                        mode,
+                        n_dims,
+                        sections: [0; 4],
+                        n_ctx_orig: 4096,
+                        freq_base: 10000.0,
+                        freq_scale: if yarn { 0.25 } else { 1.0 },
+                        ext_factor: if yarn { 1.0 } else { 0.0 },
+                        attn_factor: 1.0,
+                        beta_fast: 32.0,
+                        beta_slow: 1.0,
+                    };
+                    let r = g.rope(x, pos, f, p)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                }));
+            }
+        }
+    }
+}
+
+/// Appends the neural-network cases.
+pub(super) fn add(out: &mut Vec<Case>) {
+    glu_cases(out);
+    norm_cases(out);
+    soft_max_cases(out);
+    rope_cases(out);
+}
