@@ -113,3 +113,46 @@ fn bytemuck_f32(b: &[u8]) -> Vec<f32> {
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
 }
+
+#[test]
+fn an_unknown_adapter_name_lists_what_exists_and_how_to_get_a_driver() {
+    let config = WebGpuConfig {
+        adapter: wgllm_webgpu::AdapterSelector::Name("no-such-gpu".into()),
+        ..WebGpuConfig::default()
+    };
+    let e = WebGpuBackend::new(config)
+        .err()
+        .expect("no adapter matches");
+    let msg = e.to_string();
+    assert!(matches!(e, Error::Device { .. }), "{msg}");
+    assert!(
+        msg.contains("no-such-gpu") && msg.contains("found:"),
+        "{msg}"
+    );
+    assert!(msg.contains("mesa-vulkan-drivers"), "{msg}");
+}
+
+#[test]
+fn graphs_compiled_together_share_states() {
+    let gpu = backend();
+    let mut writer = Graph::new();
+    let kv = writer.state("kv", DType::F16, [4, 3, 1, 1]).unwrap();
+    let rows = writer.input("rows", DType::F32, [4, 1, 1, 1]).unwrap();
+    let idx = writer.input("idx", DType::I32, [1, 1, 1, 1]).unwrap();
+    writer.set_rows(kv, rows, idx).unwrap();
+    let mut reader = Graph::new();
+    let kv2 = reader.state("kv", DType::F16, [4, 3, 1, 1]).unwrap();
+    let out = reader.cont(kv2, DType::F32).unwrap();
+    reader.mark_output(out).unwrap();
+    let mut exes = gpu.compile_shared(&[&writer, &reader]).unwrap();
+    let row: Vec<u8> = [1.0f32, 2.0, 3.0, 4.0]
+        .iter()
+        .flat_map(|f| f.to_le_bytes())
+        .collect();
+    exes[0]
+        .run(&[(rows, &row), (idx, &2i32.to_le_bytes())])
+        .unwrap();
+    exes[1].run(&[]).unwrap();
+    let got = bytemuck_f32(&exes[1].read(out).unwrap());
+    assert_eq!(got, [0., 0., 0., 0., 0., 0., 0., 0., 1., 2., 3., 4.]);
+}
