@@ -56,8 +56,10 @@ impl Yarn {
     }
 }
 
-/// Which position section each pair of a multi-section mode reads, and the thetas it starts from
-/// (ggml_mrope_cache_init).
+/// Fills `cache` with `(cos, sin)` per pair for the multi-section and vision modes
+/// (ggml_mrope_cache_init): pair `k` lies in sector `k mod Σsections` and takes its angle from the
+/// t, h, w or e position of that sector's section (contiguous sections, or interleaved t/h/w for
+/// `InterleavedMultiSection`); the vision mode restarts each section's angle where it begins.
 fn mrope_cache(
     p: &RopeParams,
     pos: [f32; 4],
@@ -154,6 +156,14 @@ pub(crate) fn rope(ctx: &mut Ctx, p: &RopeParams) -> Result<()> {
         ),
     };
     let theta_scale = p.freq_base.powf(-2.0 / p.n_dims as f32);
+    // Element offsets of the two values pair k rotates.
+    let pair_at = |k: usize| match p.mode {
+        RopeMode::Normal => (2 * k, 2 * k + 1),
+        RopeMode::Neox | RopeMode::MultiSection | RopeMode::InterleavedMultiSection => {
+            (k, k + n_dims / 2)
+        }
+        RopeMode::Vision => (k, k + n_dims),
+    };
     let mut out = x.data.clone();
     let mut cache = vec![(0f32, 0f32); pairs];
     for i2 in 0..n2 {
@@ -174,14 +184,6 @@ pub(crate) fn rope(ctx: &mut Ctx, p: &RopeParams) -> Result<()> {
                 theta *= theta_scale;
             }
         }
-        // Element offsets of the two values pair k rotates.
-        let pair_at = |k: usize| match p.mode {
-            RopeMode::Normal => (2 * k, 2 * k + 1),
-            RopeMode::Neox | RopeMode::MultiSection | RopeMode::InterleavedMultiSection => {
-                (k, k + n_dims / 2)
-            }
-            RopeMode::Vision => (k, k + n_dims),
-        };
         for i3 in 0..n3 {
             for i1 in 0..n1 {
                 let o = x.idx(0, i1, i2, i3);
