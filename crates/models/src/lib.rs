@@ -4,9 +4,12 @@
 pub mod arch;
 pub mod config;
 pub mod error;
+pub mod generate;
 pub mod pull;
+pub mod sampler;
 pub mod session;
 pub mod synth;
+pub mod tokenizer;
 
 pub use arch::Architecture;
 pub use error::ModelError;

@@ -14,6 +14,9 @@ mod cmd;
     version,
     propagate_version = true,
     after_help = "Examples:\n  \
+        wgllm run --chat -p \"What is the capital of France?\"   (default model, pulled on first use)\n  \
+        wgllm run -m model.gguf -p \"Once upon a time\" -n 64 --temp 0\n  \
+        wgllm devices\n  \
         wgllm info model.gguf\n  \
         wgllm gguf dequant model.gguf output_norm.weight --rows 2\n\n\
         Run `wgllm help <COMMAND>` for the details of one command."

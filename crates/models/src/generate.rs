@@ -1,0 +1,98 @@
+//! The generation loop: prompt in, tokens streamed out as UTF-8-safe text, with timings.
+
+use std::time::{Duration, Instant};
+
+use crate::error::ModelError;
+use crate::sampler::Sampler;
+use crate::session::Session;
+use crate::tokenizer::Tokenizer;
+
+/// Why generation stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model produced an end-of-generation token.
+    EndOfGeneration,
+    /// `max_tokens` were generated.
+    Length,
+    /// The callback asked to stop (a stop string, a closed connection).
+    Callback,
+}
+
+/// Counts and timings of one generation, like llama.cpp's summary.
+#[derive(Clone, Debug)]
+pub struct GenStats {
+    pub prompt_tokens: usize,
+    pub prompt_time: Duration,
+    pub generated_tokens: usize,
+    pub generate_time: Duration,
+    pub stop: StopReason,
+}
+
+impl GenStats {
+    /// Prompt tokens per second.
+    pub fn prompt_tps(&self) -> f64 {
+        self.prompt_tokens as f64 / self.prompt_time.as_secs_f64().max(1e-9)
+    }
+
+    /// Generated tokens per second (the first token is timed with the prompt, as llama.cpp).
+    pub fn generate_tps(&self) -> f64 {
+        self.generated_tokens.saturating_sub(1) as f64 / self.generate_time.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Generates up to `max_tokens` after `prompt`, calling `on_text` with each complete piece of
+/// text; `on_text` returns `false` to stop. The session's cache is appended to, not reset.
+pub fn generate(
+    session: &mut Session,
+    tokenizer: &Tokenizer,
+    sampler: &mut Sampler,
+    prompt: &[u32],
+    max_tokens: usize,
+    mut on_text: impl FnMut(&str) -> bool,
+) -> Result<GenStats, ModelError> {
+    let need = session.n_past() + prompt.len() + max_tokens;
+    if need > session.n_ctx() {
+        return Err(ModelError::ContextFull {
+            need,
+            ctx: session.n_ctx(),
+            max: session.architecture().n_ctx_train(),
+        });
+    }
+    let mut history: Vec<u32> = prompt.to_vec();
+    let t0 = Instant::now();
+    let mut logits = session.eval(prompt)?;
+    let prompt_time = t0.elapsed();
+    let t1 = Instant::now();
+    let mut stream = tokenizer.stream_decoder();
+    let mut generated = 0;
+    let mut stop = StopReason::Length;
+    while generated < max_tokens {
+        let next = sampler.sample(&logits[0], &history);
+        generated += 1;
+        if tokenizer.is_eog(next) {
+            stop = StopReason::EndOfGeneration;
+            break;
+        }
+        history.push(next);
+        let text = stream.push(next);
+        if !text.is_empty() && !on_text(&text) {
+            stop = StopReason::Callback;
+            break;
+        }
+        if generated == max_tokens {
+            break;
+        }
+        logits = session.eval(&[next])?;
+    }
+    let rest = stream.finish();
+    if !rest.is_empty() && stop != StopReason::Callback {
+        on_text(&rest);
+    }
+    Ok(GenStats {
+        prompt_tokens: prompt.len(),
+        prompt_time,
+        generated_tokens: generated,
+        generate_time: t1.elapsed(),
+        stop,
+    })
+}

@@ -1,0 +1,260 @@
+//! Token sampling from logits, in llama.cpp's default order: repetition/presence/frequency
+//! penalties over recent tokens, then top-k, top-p, min-p, temperature, and a seeded draw.
+//! A temperature of 0 (or below) is greedy argmax.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// Sampling parameters (llama.cpp's defaults where it has them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SamplerConfig {
+    /// 0 or below: greedy.
+    pub temperature: f32,
+    /// Keep the `top_k` most likely tokens (0: all).
+    pub top_k: usize,
+    /// Keep the smallest set whose probability reaches `top_p` (1: all).
+    pub top_p: f32,
+    /// Drop tokens less likely than `min_p` × the most likely one (0: none).
+    pub min_p: f32,
+    /// Divide positive logits (multiply negative ones) of recent tokens by this (1: off).
+    pub repeat_penalty: f32,
+    /// Subtract from the logit of every recent token (0: off).
+    pub presence_penalty: f32,
+    /// Subtract this × the count of each recent token (0: off).
+    pub frequency_penalty: f32,
+    /// How many recent tokens the penalties look at.
+    pub penalty_last_n: usize,
+    pub seed: u64,
+}
+
+impl Default for SamplerConfig {
+    fn default() -> Self {
+        SamplerConfig {
+            temperature: 0.8,
+            top_k: 40,
+            top_p: 0.95,
+            min_p: 0.05,
+            repeat_penalty: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            penalty_last_n: 64,
+            seed: 0,
+        }
+    }
+}
+
+impl SamplerConfig {
+    /// Greedy decoding.
+    pub fn greedy() -> SamplerConfig {
+        SamplerConfig {
+            temperature: 0.0,
+            ..SamplerConfig::default()
+        }
+    }
+}
+
+/// A sampler with its random state.
+pub struct Sampler {
+    cfg: SamplerConfig,
+    rng: StdRng,
+}
+
+/// Index of the largest value (the first one on ties).
+pub fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, x) in v.iter().enumerate() {
+        if *x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+impl Sampler {
+    /// A sampler seeded from `cfg.seed`.
+    pub fn new(cfg: SamplerConfig) -> Sampler {
+        Sampler {
+            cfg,
+            rng: StdRng::seed_from_u64(cfg.seed),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SamplerConfig {
+        &self.cfg
+    }
+
+    /// True when the sampler is plain argmax (the GPU can pick the token).
+    pub fn is_greedy(&self) -> bool {
+        self.cfg.temperature <= 0.0 && !self.has_penalties()
+    }
+
+    fn has_penalties(&self) -> bool {
+        self.cfg.repeat_penalty != 1.0
+            || self.cfg.presence_penalty != 0.0
+            || self.cfg.frequency_penalty != 0.0
+    }
+
+    /// Picks the next token from `logits`, given the tokens so far (`history`).
+    pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
+        let c = self.cfg;
+        let mut logits = logits.to_vec();
+        if self.has_penalties() {
+            let recent = &history[history.len().saturating_sub(c.penalty_last_n)..];
+            let mut counts = std::collections::HashMap::<u32, u32>::new();
+            for &t in recent {
+                *counts.entry(t).or_default() += 1;
+            }
+            for (&t, &n) in &counts {
+                if let Some(l) = logits.get_mut(t as usize) {
+                    *l = if *l > 0.0 {
+                        *l / c.repeat_penalty
+                    } else {
+                        *l * c.repeat_penalty
+                    };
+                    *l -= c.presence_penalty + c.frequency_penalty * n as f32;
+                }
+            }
+        }
+        if c.temperature <= 0.0 {
+            return argmax(&logits);
+        }
+        // Candidates sorted by logit, largest first.
+        let mut cand: Vec<(u32, f32)> = logits
+            .iter()
+            .enumerate()
+            .map(|(i, &l)| (i as u32, l))
+            .collect();
+        cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        if c.top_k > 0 {
+            cand.truncate(c.top_k.max(1));
+        }
+        let probs = softmax(&cand.iter().map(|x| x.1).collect::<Vec<_>>());
+        let mut keep = cand.len();
+        if c.top_p < 1.0 {
+            let mut acc = 0.0;
+            for (i, p) in probs.iter().enumerate() {
+                acc += p;
+                if acc >= c.top_p {
+                    keep = i + 1;
+                    break;
+                }
+            }
+        }
+        if c.min_p > 0.0 {
+            let floor = probs[0] * c.min_p;
+            keep = keep.min(probs.iter().take_while(|&&p| p >= floor).count().max(1));
+        }
+        cand.truncate(keep.max(1));
+        let scaled: Vec<f32> = cand.iter().map(|x| x.1 / c.temperature).collect();
+        let probs = softmax(&scaled);
+        let r: f32 = self.rng.random();
+        let mut acc = 0.0;
+        for (i, p) in probs.iter().enumerate() {
+            acc += p;
+            if r < acc {
+                return cand[i].0;
+            }
+        }
+        cand[cand.len() - 1].0
+    }
+}
+
+fn softmax(x: &[f32]) -> Vec<f32> {
+    let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let e: Vec<f32> = x.iter().map(|v| (v - m).exp()).collect();
+    let s: f32 = e.iter().sum();
+    e.into_iter().map(|v| v / s).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_picks_the_first_maximum() {
+        let mut s = Sampler::new(SamplerConfig::greedy());
+        assert_eq!(s.sample(&[0.1, 3.0, 3.0, -1.0], &[]), 1);
+        assert!(s.is_greedy());
+    }
+
+    #[test]
+    fn top_k_one_is_greedy_and_seeds_repeat() {
+        let cfg = SamplerConfig {
+            top_k: 1,
+            ..SamplerConfig::default()
+        };
+        let mut s = Sampler::new(cfg);
+        let logits = [0.5, 0.2, 2.0, 1.9];
+        for _ in 0..20 {
+            assert_eq!(s.sample(&logits, &[]), 2);
+        }
+        let cfg = SamplerConfig {
+            temperature: 1.5,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed: 42,
+            ..SamplerConfig::default()
+        };
+        let draw = |cfg| {
+            let mut s = Sampler::new(cfg);
+            (0..50).map(|_| s.sample(&logits, &[])).collect::<Vec<_>>()
+        };
+        let a = draw(cfg);
+        assert_eq!(a, draw(cfg), "same seed, same draws");
+        assert!(
+            a.iter().any(|&t| t != 2),
+            "temperature 1.5 over close logits draws more than the argmax"
+        );
+        assert_ne!(a, draw(SamplerConfig { seed: 43, ..cfg }));
+    }
+
+    #[test]
+    fn min_p_and_top_p_cut_unlikely_tokens() {
+        // p ≈ [0.66, 0.24, 0.09, 0.004]
+        let logits = [3.0, 2.0, 1.0, -2.0];
+        let cfg = SamplerConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.2,
+            seed: 1,
+            ..SamplerConfig::default()
+        };
+        let mut s = Sampler::new(cfg);
+        for _ in 0..200 {
+            assert!(
+                s.sample(&logits, &[]) <= 1,
+                "min_p 0.2 keeps only tokens 0 and 1"
+            );
+        }
+        let mut s = Sampler::new(SamplerConfig {
+            min_p: 0.0,
+            top_p: 0.5,
+            ..cfg
+        });
+        for _ in 0..200 {
+            assert_eq!(s.sample(&logits, &[]), 0, "top_p 0.5 keeps only token 0");
+        }
+    }
+
+    #[test]
+    fn penalties_push_recent_tokens_down() {
+        let cfg = SamplerConfig {
+            temperature: 0.0,
+            repeat_penalty: 2.0,
+            ..SamplerConfig::default()
+        };
+        let mut s = Sampler::new(cfg);
+        assert_eq!(s.sample(&[2.0, 1.5], &[0]), 1, "2.0 / 2 < 1.5");
+        let cfg = SamplerConfig {
+            temperature: 0.0,
+            presence_penalty: 1.0,
+            ..SamplerConfig::default()
+        };
+        let mut s = Sampler::new(cfg);
+        assert_eq!(s.sample(&[2.0, 1.5], &[0]), 1);
+        assert_eq!(s.sample(&[2.0, 1.5], &[1]), 0);
+    }
+}

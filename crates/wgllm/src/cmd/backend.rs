@@ -1,0 +1,68 @@
+//! Backend selection shared by the commands that run graphs (`--backend`, `--device`).
+
+use anyhow::Result;
+use clap::{Args as ClapArgs, ValueEnum};
+use wgllm_core::Backend;
+use wgllm_webgpu::{AdapterSelector, WebGpuBackend, WebGpuConfig};
+
+/// Which backend runs the graphs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendKind {
+    /// WGSL kernels through wgpu (Vulkan, Metal, DX12).
+    Webgpu,
+    /// The CPU reference backend (slow, exact; the oracle the GPU is tested against).
+    Cpu,
+}
+
+/// `--backend` and `--device` flags.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct BackendArgs {
+    /// Backend to run on.
+    #[arg(long, value_enum, default_value = "webgpu")]
+    pub backend: BackendKind,
+    /// WebGPU adapter: an index from `wgllm devices` or part of its name (default: the best).
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Create kernels without wgpu's runtime bounds checks (faster; every kernel is covered by
+    /// the op tests).
+    #[arg(long)]
+    pub unchecked_shaders: bool,
+}
+
+impl BackendArgs {
+    /// The WebGPU configuration these flags describe.
+    pub fn webgpu_config(&self) -> WebGpuConfig {
+        let adapter = match &self.device {
+            None => AdapterSelector::Auto,
+            Some(d) => match d.parse::<usize>() {
+                Ok(i) => AdapterSelector::Index(i),
+                Err(_) => AdapterSelector::Name(d.clone()),
+            },
+        };
+        WebGpuConfig {
+            adapter,
+            shader_checks: if self.unchecked_shaders {
+                wgllm_webgpu::ShaderChecks::Unchecked
+            } else {
+                wgllm_webgpu::ShaderChecks::Checked
+            },
+            ..WebGpuConfig::default()
+        }
+    }
+
+    /// Opens the chosen backend; `describe` gets a one-line description of it.
+    pub fn open(&self) -> Result<(Box<dyn Backend>, String)> {
+        Ok(match self.backend {
+            BackendKind::Cpu => (
+                Box::new(wgllm_cpu::CpuBackend),
+                "cpu (reference)".to_string(),
+            ),
+            BackendKind::Webgpu => {
+                let b = WebGpuBackend::new(self.webgpu_config())?;
+                let a = b.adapter();
+                let desc = format!("webgpu: {} ({}, {})", a.name, a.backend, a.device_type);
+                (Box::new(b), desc)
+            }
+        })
+    }
+}
