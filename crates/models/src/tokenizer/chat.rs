@@ -1,0 +1,61 @@
+//! Chat templates: the Jinja template a GGUF stores in `tokenizer.chat_template`, rendered with
+//! `minijinja` the way Hugging Face `transformers` renders it (`apply_chat_template`).
+//!
+//! Like transformers, the environment sets `trim_blocks` and `lstrip_blocks`, enables loop
+//! controls (`{% break %}`), and gives the template `messages`, `add_generation_prompt`,
+//! `bos_token`, `eos_token` and a `raise_exception(message)` function. The Python string methods
+//! templates call (`.strip()`, `.startswith()`, `.split()`…) come from `minijinja-contrib`'s
+//! `pycompat`.
+
+use minijinja::{context, Environment, Error, ErrorKind};
+use serde::Serialize;
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant` (templates may accept others).
+    pub role: String,
+    /// The message text.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A message from `role`.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> ChatMessage {
+        ChatMessage {
+            role: role.into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// ChatML, for a model whose file has no template but whose vocabulary has `<|im_start|>`
+/// (llama.cpp's `chatml` built-in, as transformers writes it).
+pub(crate) const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/// Renders `source` over `messages`.
+pub(crate) fn render(
+    source: &str,
+    messages: &[ChatMessage],
+    add_generation_prompt: bool,
+    bos_token: &str,
+    eos_token: &str,
+) -> Result<String, Error> {
+    let mut env = Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function(
+        "raise_exception",
+        |message: String| -> Result<String, Error> {
+            Err(Error::new(ErrorKind::InvalidOperation, message))
+        },
+    );
+    let template = env.template_from_str(source)?;
+    template.render(context! {
+        messages => messages,
+        add_generation_prompt => add_generation_prompt,
+        bos_token => bos_token,
+        eos_token => eos_token,
+    })
+}
