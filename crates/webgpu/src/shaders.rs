@@ -22,16 +22,16 @@ const SOFTMAX: &str = include_str!("kernels/softmax.wgsl");
 const ROPE: &str = include_str!("kernels/rope.wgsl");
 
 /// u32 words in one dispatch's parameter slot (see `common.wgsl`).
-pub(crate) const PARAM_WORDS: usize = 64;
+pub(crate) const PARAM_WORDS: usize = 128;
 /// Bytes of one parameter slot.
 pub(crate) const PARAM_BYTES: u64 = PARAM_WORDS as u64 * 4;
 /// Storage bindings one kernel may have (each has a 12-word descriptor).
-pub(crate) const MAX_BINDINGS: usize = 4;
+pub(crate) const MAX_BINDINGS: usize = 8;
 /// First word of the op's own parameters, and how many there are.
-pub(crate) const OP_WORD: usize = 48;
+pub(crate) const OP_WORD: usize = 12 * MAX_BINDINGS;
 pub(crate) const OP_WORDS: usize = 12;
 /// Word holding the number of work items.
-pub(crate) const ITEMS_WORD: usize = 60;
+pub(crate) const ITEMS_WORD: usize = OP_WORD + OP_WORDS;
 
 /// A kernel family and the variant fields that change its source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -205,7 +205,12 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     let src0 = key.dtypes[0];
     let quant = src0.is_quantized();
     let mut flags: Vec<&str> = Vec::new();
-    let mut vars: Vec<(&str, String)> = vec![("WG", key.wg.to_string())];
+    let mut vars: Vec<(&str, String)> = vec![
+        ("WG", key.wg.to_string()),
+        ("PARAM_VEC4S", (PARAM_WORDS / 4).to_string()),
+        ("OP_WORD", OP_WORD.to_string()),
+        ("ITEMS_WORD", ITEMS_WORD.to_string()),
+    ];
     if quant {
         flags.push("QUANT");
         vars.push(("QTYPE", src0.name().to_string()));

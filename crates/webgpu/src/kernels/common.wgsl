@@ -1,11 +1,12 @@
 // Shared by every kernel: the parameter block and tensor descriptors.
 //
-// Each dispatch owns one 256-byte slot of the parameter buffer, bound at binding 0. Words
-// 12k..12k+11 describe storage binding k (binding k + 1): element offset from the start of the
-// binding, extents ne[4], strides nb[4] (elements; bytes for block-quantized dtypes), 3 spare.
-// Words 48..59 are the op's own parameters, word 60 the number of work items.
+// Each dispatch owns one slot of {{PARAM_VEC4S}} vec4 words of the parameter buffer, bound at
+// binding 0. Words 12k..12k+11 describe storage binding k (binding k + 1): element offset from
+// the start of the binding, extents ne[4], strides nb[4] (elements; bytes for block-quantized
+// dtypes), 3 spare. Words {{OP_WORD}}.. are the op's own parameters, word {{ITEMS_WORD}} the
+// number of work items (see `shaders.rs`).
 struct Params {
-    w: array<vec4<u32>, 16>,
+    w: array<vec4<u32>, {{PARAM_VEC4S}}>,
 }
 
 @group(0) @binding(0) var<uniform> P: Params;
@@ -48,15 +49,15 @@ fn t_unflat(k: u32, f: u32) -> vec4<u32> {
 }
 
 fn op_u(i: u32) -> u32 {
-    return pu(48u + i);
+    return pu({{OP_WORD}}u + i);
 }
 
 fn op_f(i: u32) -> f32 {
-    return pf(48u + i);
+    return pf({{OP_WORD}}u + i);
 }
 
 fn n_items() -> u32 {
-    return pu(60u);
+    return pu({{ITEMS_WORD}}u);
 }
 
 // Linear index of an invocation in a 2-d grid of {{WG}}-wide workgroups.

@@ -33,9 +33,9 @@ pub(crate) struct Dispatch {
     pub key: PipelineKey,
     /// Storage bindings in order; the last is written.
     pub operands: Vec<Operand>,
-    /// The op's own parameters (words 48.. of the slot).
+    /// The op's own parameters (words `OP_WORD..` of the slot).
     pub op_words: [u32; OP_WORDS],
-    /// Work items (word 60 of the slot).
+    /// Work items (word `ITEMS_WORD` of the slot).
     pub items: u32,
     pub groups: [u32; 3],
 }
@@ -198,7 +198,14 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
             return Err(ctx.unsupported("not implemented in the webgpu backend yet"))
         }
     };
+    let max_bindings = ctx.caps.limits.max_storage_buffers_per_shader_stage as usize;
     for d in &dispatches {
+        if d.operands.len() > max_bindings {
+            return Err(ctx.unsupported(format!(
+                "{} storage bindings, over this device's max_storage_buffers_per_shader_stage of {max_bindings}",
+                d.operands.len()
+            )));
+        }
         for o in &d.operands {
             check_operand(&ctx, o)?;
         }
