@@ -6,7 +6,7 @@
 //! `tokenizers` `Split` pre-tokenizer with `Isolated` behaviour), each piece's bytes are mapped to
 //! GPT-2's printable alphabet (`ByteLevel` without its own regex), and `tokenizers`' BPE model
 //! applies the merges lowest rank first, as llama.cpp's `llm_tokenizer_bpe_session` does.
-//! Special tokens never reach this code: [`super::special`] cuts them out first.
+//! Special tokens never reach this code: `super::special` cuts them out first.
 //!
 //! The `tokenizers` crate is built with `fancy-regex` (pure Rust, so it also compiles to wasm);
 //! it supports everything these patterns use (`\p{L}`, `\p{N}`, the `(?!\S)` look-ahead).

@@ -2,20 +2,20 @@
 //! (`src/llama-vocab.cpp`, `llama-tokenize`), which is the reference for every choice here.
 //!
 //! ## Design
-//! - [`vocab`]: tokens, scores, types and special ids as llama.cpp's `llama_vocab::load` reads
+//! - `vocab`: tokens, scores, types and special ids as llama.cpp's `llama_vocab::load` reads
 //!   them, including its per-model defaults and the end-of-generation tokens it finds by text.
-//! - [`special`]: control and user-defined tokens written in the input are matched whole first
+//! - `special`: control and user-defined tokens written in the input are matched whole first
 //!   (`tokenizer_st_partition`), so no merge ever crosses one.
-//! - the model runs on the raw text between them: [`spm`] (`llama`: SentencePiece-style merges
+//! - the model runs on the raw text between them: `spm` (`llama`: SentencePiece-style merges
 //!   by score with byte fallback, implemented here because the vocabularies carry scores, not
-//!   merges) or [`bpe`] (`gpt2`: byte-level BPE on the Hugging Face `tokenizers` crate, with the
+//!   merges) or `bpe` (`gpt2`: byte-level BPE on the Hugging Face `tokenizers` crate, with the
 //!   split patterns of the pre-tokenizer `tokenizer.ggml.pre` names).
 //! - decoding maps each token to bytes (`token_to_piece`); [`StreamDecoder`] releases them as
-//!   whole UTF-8 characters; [`chat`] renders `tokenizer.chat_template` with `minijinja`.
+//!   whole UTF-8 characters; `chat` renders `tokenizer.chat_template` with `minijinja`.
 //!
 //! ## Adding a model family
-//! Name it in [`vocab::Vocab::from_gguf`] (defaults for special ids and flags, as llama.cpp's
-//! `load` sets them), give it a variant of [`vocab::ModelKind`], and handle that variant in
+//! Name it in `vocab::Vocab::from_gguf` (defaults for special ids and flags, as llama.cpp's
+//! `load` sets them), give it a variant of `vocab::ModelKind`, and handle that variant in
 //! [`Tokenizer::encode_with`] and [`Tokenizer::piece`]; the compiler points at each place.
 
 mod bpe;
