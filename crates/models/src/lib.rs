@@ -5,6 +5,7 @@ pub mod arch;
 pub mod config;
 pub mod error;
 pub mod generate;
+pub mod perplexity;
 pub mod pull;
 pub mod sampler;
 pub mod session;
