@@ -3,10 +3,12 @@
 //! One module per op family; [`plan_node`] routes every op with an exhaustive match, so it is
 //! also the backend's `supports` table.
 
+mod attention;
 mod elementwise;
 mod matmul;
 mod nn;
 mod rows;
+mod top_k;
 
 use wgllm_core::graph::dtypes_str;
 use wgllm_core::{DType, Error, Graph, Layout, Node, Op, Result, TensorId};
@@ -173,6 +175,13 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
         Op::L2Norm { eps } => nn::norm(&ctx, NormKind::L2, *eps)?,
         Op::SoftMax { scale, max_bias } => nn::soft_max(&ctx, *scale, *max_bias)?,
         Op::Rope(p) => nn::rope(&ctx, p)?,
+        Op::FlashAttnExt {
+            scale,
+            max_bias,
+            logit_softcap,
+        } => attention::flash_attn_ext(&ctx, *scale, *max_bias, *logit_softcap)?,
+        Op::ArgMax => top_k::argmax(&ctx)?,
+        Op::TopK { k } => top_k::top_k(&ctx, *k)?,
         Op::Set { .. }
         | Op::Concat { .. }
         | Op::Repeat
@@ -184,13 +193,10 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
         | Op::Conv2d { .. }
         | Op::Im2Col { .. }
         | Op::AddId
-        | Op::FlashAttnExt { .. }
         | Op::Sum
         | Op::SumRows
         | Op::CumSum
-        | Op::ArgMax
         | Op::ArgSort { .. }
-        | Op::TopK { .. }
         | Op::SsmConv
         | Op::SsmScan
         | Op::GatedDeltaNet
@@ -261,5 +267,7 @@ pub(crate) fn all_pipeline_keys() -> Vec<PipelineKey> {
     keys.extend(rows::keys());
     keys.extend(matmul::keys());
     keys.extend(nn::keys());
+    keys.extend(attention::keys());
+    keys.extend(top_k::keys());
     keys
 }

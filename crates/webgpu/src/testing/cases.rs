@@ -464,5 +464,6 @@ pub fn cases() -> Vec<Case> {
     set_rows_cases(&mut out);
     mul_mat_cases(&mut out);
     super::nn_cases::add(&mut out);
+    super::attn_cases::add(&mut out);
     out
 }

@@ -1,0 +1,140 @@
+// ggml_flash_attn_ext, one workgroup per (head h, query i, batch b):
+//   dst[:, h, i, b] = softmax_j(s_j) · V[:, j],  s_j = scale·q·k_j (then softcap·tanh(s_j /
+//   softcap)) + slope_h·mask[j, i],
+// with an optional per-head sink logit in the denominator only. Bindings: src0 = q [D, n_q,
+// n_head, batch] f32, src1 = K [D, n_kv, n_head_kv, batch], src2 = V [DV, n_kv, n_head_kv,
+// batch] (readers `k_*` / `v_*` from `flash_attn_kv.wgsl`), src3 = mask [n_kv, >= n_q, m2, m3],
+// src4 = sinks [n_head], dst [DV, n_head, n_q, batch]; an absent mask or sink is bound to q and
+// compiled out.
+//
+// The keys go in tiles of WG. Invocation t scores key t of the tile (a full dot product against q,
+// which sits in workgroup memory); then every invocation folds the whole tile into the online
+// softmax (m and l are the same in every invocation) and into its DVP output columns lid,
+// lid + WG, ...: each V row is read across the invocations, coalesced. Keys whose mask is -inf are
+// never read, so a cache's unwritten rows cannot leak NaN into the result. Workgroup memory is
+// 4·(D + WG) bytes.
+// op_f: 0 = scale (already divided by softcap when softcap != 0), 1 = max_bias, 2 = m0, 3 = m1,
+// 5 = softcap; op_u: 4 = n_head_log2, 6 = n_head / K heads, 7 = n_head / V heads.
+
+const WG: u32 = {{WG}}u;
+const D: u32 = {{D}}u;
+const DV: u32 = {{DV}}u;
+const DVP: u32 = {{DVP}}u;
+// Below every real logit: the score of a masked key (mask entries are -inf or finite).
+const NEG: f32 = -3.402823e38;
+
+var<workgroup> qsh: array<f32, {{D}}>;
+var<workgroup> sc: array<f32, {{WG}}>;
+
+// ALiBi slope of head h (1 without max_bias).
+fn alibi(h: u32) -> f32 {
+    if (op_f(1u) <= 0.0) {
+        return 1.0;
+    }
+    let nl = op_u(4u);
+    if (h < nl) {
+        return pow(op_f(2u), f32(h + 1u));
+    }
+    return pow(op_f(3u), f32(2u * (h - nl) + 1u));
+}
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let g = group_id(wid, nwg);
+    if (g >= n_items()) {
+        return;
+    }
+    let n_head = t_ne(0u, 2u);
+    let n_q = t_ne(0u, 1u);
+    let h = g % n_head;
+    let iq = (g / n_head) % n_q;
+    let b = g / (n_head * n_q);
+    let n_kv = t_ne(1u, 1u);
+    for (var i = lid; i < D; i += WG) {
+        qsh[i] = load_src0(t_idx(0u, vec4<u32>(i, iq, h, b)));
+    }
+    let krow0 = t_idx(1u, vec4<u32>(0u, 0u, h / op_u(6u), b));
+    let knb1 = t_nb(1u, 1u);
+    let vrow0 = t_idx(2u, vec4<u32>(0u, 0u, h / op_u(7u), b));
+    let vnb1 = t_nb(2u, 1u);
+#if MASK
+    let mrow = t_idx(3u, vec4<u32>(0u, iq, h % t_ne(3u, 2u), b % t_ne(3u, 3u)));
+    let mnb0 = t_nb(3u, 0u);
+    let slope = alibi(h);
+#endif
+    let scale = op_f(0u);
+    let softcap = op_f(5u);
+    var m = NEG;
+    var l = 0.0;
+    var acc: array<f32, DVP>;
+    workgroupBarrier();
+    for (var t0 = 0u; t0 < n_kv; t0 += WG) {
+        let cnt = min(WG, n_kv - t0);
+        let ic = t0 + lid;
+        var s = NEG;
+        if (ic < n_kv) {
+            var mv = 0.0;
+#if MASK
+            mv = slope * load_src3(mrow + ic * mnb0);
+#endif
+            if (mv >= NEG) {
+                var x = k_dot(krow0 + ic * knb1) * scale;
+                if (softcap != 0.0) {
+                    // tanh is exactly ±1 in f32 beyond ±9.1; the clamp keeps exp-based tanh finite.
+                    x = softcap * tanh(clamp(x, -10.0, 10.0));
+                }
+                s = x + mv;
+            }
+        }
+        sc[lid] = s;
+        workgroupBarrier();
+        var mt = NEG;
+        for (var i = 0u; i < cnt; i++) {
+            mt = max(mt, sc[i]);
+        }
+        if (mt > NEG) {
+            let m_new = max(m, mt);
+            let alpha = exp(m - m_new);
+            l *= alpha;
+            for (var c = 0u; c < DVP; c++) {
+                acc[c] *= alpha;
+            }
+            for (var i = 0u; i < cnt; i++) {
+                let si = sc[i];
+                if (si > NEG) {
+                    let p = exp(si - m_new);
+                    l += p;
+                    let vrow = vrow0 + (t0 + i) * vnb1;
+                    for (var c = 0u; c < DVP; c++) {
+                        let j = lid + c * WG;
+                        if (j < DV) {
+                            acc[c] += p * v_at(vrow, j);
+                        }
+                    }
+                }
+            }
+            m = m_new;
+        }
+        workgroupBarrier();
+    }
+#if SINKS
+    let sink = load_src4(t_idx(4u, vec4<u32>(h, 0u, 0u, 0u)));
+    if (sink > m) {
+        let ms = exp(m - sink);
+        for (var c = 0u; c < DVP; c++) {
+            acc[c] *= ms;
+        }
+        l = l * ms + 1.0;
+    } else {
+        l += exp(sink - m);
+    }
+#endif
+    let inv = select(1.0 / l, 0.0, l == 0.0);
+    for (var c = 0u; c < DVP; c++) {
+        let j = lid + c * WG;
+        if (j < DV) {
+            store_dst(t_idx(5u, vec4<u32>(j, h, iq, b)), acc[c] * inv);
+        }
+    }
+}

@@ -1,0 +1,64 @@
+// A K or V row reader for `flash_attn.wgsl`, instantiated by `shaders.rs` as `k_*` over src1 and
+// `v_*` over src2: BLOCKS with Q8_0 for q8_0, BLOCKS alone for q4_0, neither for f32, f16 and
+// bf16 (through the generated `load_srcN`).
+// `row` is the row's first element in the binding, or its first byte for block formats
+// (ggml-common.h: q8_0 { f16 d; i8 qs[32]; }, q4_0 { f16 d; u8 qs[16]; }).
+
+#if BLOCKS
+fn {{KV}}_byte(b: u32) -> u32 {
+    return ({{SRC}}[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
+}
+
+fn {{KV}}_scale(blk: u32) -> f32 {
+    return unpack2x16float({{KV}}_byte(blk) | ({{KV}}_byte(blk + 1u) << 8u)).x;
+}
+
+#if Q8_0
+const {{KV}}_BLOCK_BYTES: u32 = 34u;
+
+// Quant j (0..32) of the block at byte `blk`, before scaling.
+fn {{KV}}_q(blk: u32, j: u32) -> f32 {
+    return f32(bitcast<i32>({{KV}}_byte(blk + 2u + j) << 24u) >> 24u);
+}
+#else
+// q4_0
+const {{KV}}_BLOCK_BYTES: u32 = 18u;
+
+fn {{KV}}_q(blk: u32, j: u32) -> f32 {
+    return f32(({{KV}}_byte(blk + 2u + (j & 15u)) >> ((j >> 4u) * 4u)) & 15u) - 8.0;
+}
+#endif
+
+// Value j of the row.
+fn {{KV}}_at(row: u32, j: u32) -> f32 {
+    let blk = row + (j >> 5u) * {{KV}}_BLOCK_BYTES;
+    return {{KV}}_scale(blk) * {{KV}}_q(blk, j & 31u);
+}
+
+// q · row over the D values of q in workgroup memory, one scale per block.
+fn {{KV}}_dot(row: u32) -> f32 {
+    var s = 0.0;
+    for (var c = 0u; c < D / 32u; c++) {
+        let blk = row + c * {{KV}}_BLOCK_BYTES;
+        var t = 0.0;
+        for (var j = 0u; j < 32u; j++) {
+            t += qsh[32u * c + j] * {{KV}}_q(blk, j);
+        }
+        s += t * {{KV}}_scale(blk);
+    }
+    return s;
+}
+#else
+fn {{KV}}_at(row: u32, j: u32) -> f32 {
+    return load_{{SRC}}(row + j * t_nb({{BINDING}}u, 0u));
+}
+
+fn {{KV}}_dot(row: u32) -> f32 {
+    let nb0 = t_nb({{BINDING}}u, 0u);
+    var s = 0.0;
+    for (var i = 0u; i < D; i++) {
+        s += qsh[i] * load_{{SRC}}(row + i * nb0);
+    }
+    return s;
+}
+#endif

@@ -1,0 +1,411 @@
+//! Op-table cases of flash attention and the row selections (argmax, top_k).
+//!
+//! Attention reads K/V as a view of a cache `[d·n_head_kv, n_ctx, batch]` one row in (a strided,
+//! offset view, as a model's KV cache), with decode (n_q = 1) and prefill (7, 33) shapes, GQA,
+//! masks with -inf (causal, random, a fully masked row), sinks, logit softcap and ALiBi.
+//!
+//! Tolerance: the CPU reference decodes the same f16/bf16/q8_0/q4_0 bytes to the same f32 values,
+//! so every K/V dtype is plain f32 math on both sides; what differs is the summation order of the
+//! dot products and of the online softmax (per tile of 64 keys here, per key there) and WGSL's
+//! `exp`/`tanh`, which are not correctly rounded. Those are relative errors of ~1e-6 at most on
+//! each output, so NMSE 1e-10 as for the other f32 math ops ([`F32_MATH`]). The selections
+//! return indices: exact.
+
+use wgllm_core::{DType, Graph, Result, TensorId};
+
+use super::cases::{case, input, EXACT, F32_MATH};
+use super::{random_bytes, Built, Case, Rng};
+
+/// Which logits a mask hides.
+#[derive(Clone, Copy, Debug)]
+enum Mask {
+    /// Query i of n_q sees keys 0..=n_kv - n_q + i; visible entries are 0.
+    Causal,
+    /// About a quarter of the entries -inf, the rest in [-1, 0).
+    Random,
+}
+
+/// One attention case.
+#[derive(Clone, Copy, Debug)]
+struct Spec {
+    d: u64,
+    dv: u64,
+    n_q: u64,
+    n_kv: u64,
+    n_head: u64,
+    n_head_kv: u64,
+    batch: u64,
+    kv: DType,
+    /// Mask dtype, kind, and whether query row 0 has every key masked.
+    mask: Option<(DType, Mask, bool)>,
+    /// Mask heads (1 or n_head).
+    m2: u64,
+    sinks: bool,
+    scale: f32,
+    max_bias: f32,
+    softcap: f32,
+}
+
+const BASE: Spec = Spec {
+    d: 64,
+    dv: 64,
+    n_q: 1,
+    n_kv: 64,
+    n_head: 4,
+    n_head_kv: 4,
+    batch: 1,
+    kv: DType::F32,
+    mask: None,
+    m2: 1,
+    sinks: false,
+    scale: 0.125,
+    max_bias: 0.0,
+    softcap: 0.0,
+};
+
+/// `[dim, n_kv, n_head_kv, batch]` as a view of a cache `[dim·n_head_kv, n_kv + 3, batch]`
+/// starting at its second row.
+fn kv_view(g: &mut Graph, rng: &mut Rng, b: &mut Built, s: &Spec, dim: u64) -> Result<TensorId> {
+    let (ctx, row) = (s.n_kv + 3, dim * s.n_head_kv);
+    let cache = g.input(
+        &format!("cache{}", b.inputs.len()),
+        s.kv,
+        [row, ctx, s.batch, 1],
+    )?;
+    b.inputs.push((
+        cache,
+        random_bytes(rng, s.kv, row * ctx * s.batch, -1.0, 1.0)?,
+    ));
+    let row_bytes = s.kv.row_bytes(row).unwrap_or(0);
+    let head_bytes = row_bytes / s.n_head_kv;
+    let nb = [
+        s.kv.type_size() as u64,
+        row_bytes,
+        head_bytes,
+        row_bytes * ctx,
+    ];
+    g.view(cache, [dim, s.n_kv, s.n_head_kv, s.batch], nb, row_bytes)
+}
+
+/// A mask `[n_kv, n_q + 1, m2, batch]` (one padding row, as ggml pads n_q).
+fn mask(
+    g: &mut Graph,
+    rng: &mut Rng,
+    b: &mut Built,
+    s: &Spec,
+    (dtype, kind, dead_row): (DType, Mask, bool),
+) -> Result<TensorId> {
+    let ne = [s.n_kv, s.n_q + 1, s.m2, s.batch];
+    let t = g.input("mask", dtype, ne)?;
+    let mut vals = Vec::new();
+    for _ in 0..ne[2] * ne[3] {
+        for i in 0..ne[1] {
+            for j in 0..ne[0] {
+                let hidden = match kind {
+                    Mask::Causal => j + s.n_q > s.n_kv + i,
+                    Mask::Random => rng.below(4) == 0,
+                };
+                vals.push(if hidden || (dead_row && i == 0) {
+                    f32::NEG_INFINITY
+                } else if matches!(kind, Mask::Random) {
+                    rng.uniform(-1.0, 0.0)
+                } else {
+                    0.0
+                });
+            }
+        }
+    }
+    let bytes = match dtype {
+        DType::F16 => vals
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect(),
+        _ => vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    b.inputs.push((t, bytes));
+    Ok(t)
+}
+
+fn flash_attn_cases(out: &mut Vec<Case>) {
+    let causal16 = Some((DType::F16, Mask::Causal, false));
+    let causal32 = Some((DType::F32, Mask::Causal, false));
+    let random32_dead = Some((DType::F32, Mask::Random, true));
+    let random16 = Some((DType::F16, Mask::Random, false));
+    let random16_dead = Some((DType::F16, Mask::Random, true));
+    let specs = [
+        // Decode.
+        Spec { n_kv: 1, ..BASE },
+        Spec {
+            n_kv: 5,
+            kv: DType::F16,
+            mask: causal16,
+            ..BASE
+        },
+        Spec {
+            d: 128,
+            dv: 128,
+            n_kv: 257,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::F16,
+            mask: causal16,
+            scale: 0.088,
+            ..BASE
+        },
+        Spec {
+            n_kv: 600,
+            n_head_kv: 2,
+            kv: DType::Q8_0,
+            mask: causal32,
+            ..BASE
+        },
+        Spec {
+            d: 128,
+            dv: 128,
+            n_head: 7,
+            n_head_kv: 1,
+            kv: DType::Q4_0,
+            mask: causal16,
+            sinks: true,
+            ..BASE
+        },
+        Spec {
+            d: 256,
+            dv: 256,
+            n_head: 2,
+            n_head_kv: 1,
+            kv: DType::F16,
+            mask: causal16,
+            scale: 0.0625,
+            ..BASE
+        },
+        Spec {
+            n_kv: 257,
+            n_head_kv: 2,
+            batch: 2,
+            kv: DType::Q8_0,
+            mask: random16,
+            ..BASE
+        },
+        Spec {
+            d: 40,
+            dv: 40,
+            n_kv: 5,
+            sinks: true,
+            ..BASE
+        },
+        // Prefill.
+        Spec {
+            n_q: 7,
+            n_kv: 5,
+            kv: DType::F16,
+            mask: causal16,
+            ..BASE
+        },
+        Spec {
+            d: 40,
+            dv: 40,
+            n_q: 33,
+            n_kv: 64,
+            mask: random32_dead,
+            softcap: 2.0,
+            scale: 1.0,
+            ..BASE
+        },
+        Spec {
+            d: 128,
+            dv: 128,
+            n_q: 33,
+            n_kv: 257,
+            n_head_kv: 2,
+            batch: 2,
+            kv: DType::F16,
+            mask: random16_dead,
+            max_bias: 8.0,
+            scale: 0.088,
+            ..BASE
+        },
+        Spec {
+            n_q: 7,
+            n_kv: 600,
+            n_head: 7,
+            n_head_kv: 1,
+            kv: DType::Q8_0,
+            mask: causal32,
+            sinks: true,
+            softcap: 20.0,
+            ..BASE
+        },
+        Spec {
+            d: 80,
+            dv: 80,
+            n_q: 7,
+            n_kv: 257,
+            batch: 2,
+            mask: random32_dead,
+            m2: 4,
+            ..BASE
+        },
+        Spec {
+            n_q: 33,
+            n_kv: 64,
+            n_head_kv: 2,
+            batch: 2,
+            kv: DType::Q4_0,
+            mask: causal16,
+            sinks: true,
+            ..BASE
+        },
+        Spec {
+            n_q: 7,
+            n_kv: 64,
+            kv: DType::BF16,
+            mask: causal32,
+            max_bias: 4.0,
+            ..BASE
+        },
+        Spec {
+            d: 128,
+            dv: 64,
+            n_q: 7,
+            n_kv: 33,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::F16,
+            mask: causal16,
+            ..BASE
+        },
+        Spec {
+            n_q: 7,
+            n_kv: 5,
+            sinks: true,
+            ..BASE
+        },
+    ];
+    for s in specs {
+        let mask_desc = s
+            .mask
+            .map(|(t, k, dead)| format!("{t} {k:?}{}", if dead { " +dead row" } else { "" }));
+        let desc = format!(
+            "FLASH_ATTN_EXT {} d={} dv={} n_q={} n_kv={} heads {}/{} batch {} mask {} m2={} sinks={} softcap={} max_bias={}",
+            s.kv, s.d, s.dv, s.n_q, s.n_kv, s.n_head, s.n_head_kv, s.batch,
+            mask_desc.unwrap_or_else(|| "none".into()), s.m2, s.sinks, s.softcap, s.max_bias
+        );
+        out.push(case("FLASH_ATTN_EXT", desc, F32_MATH, move |g, rng| {
+            let mut b = Built::default();
+            let q = input(
+                g,
+                rng,
+                &mut b,
+                DType::F32,
+                [s.d, s.n_q, s.n_head, s.batch],
+                -1.0,
+                1.0,
+            )?;
+            let k = kv_view(g, rng, &mut b, &s, s.d)?;
+            let v = kv_view(g, rng, &mut b, &s, s.dv)?;
+            let m = s.mask.map(|m| mask(g, rng, &mut b, &s, m)).transpose()?;
+            let sinks = match s.sinks {
+                true => Some(input(
+                    g,
+                    rng,
+                    &mut b,
+                    DType::F32,
+                    [s.n_head, 1, 1, 1],
+                    -2.0,
+                    2.0,
+                )?),
+                false => None,
+            };
+            let r = g.flash_attn_ext(q, k, v, m, sinks, s.scale, s.max_bias, s.softcap)?;
+            g.mark_output(r)?;
+            Ok(b)
+        }));
+    }
+}
+
+/// Rows of small integers (many ties), in `dtype`, with NaN at the given flat positions.
+fn tied_input(
+    g: &mut Graph,
+    rng: &mut Rng,
+    b: &mut Built,
+    dtype: DType,
+    ne: [u64; 4],
+    nans: &[u64],
+) -> Result<TensorId> {
+    let t = g.input("x", dtype, ne)?;
+    let n = ne.iter().product::<u64>();
+    let vals: Vec<f32> = (0..n)
+        .map(|i| match nans.contains(&i) {
+            true => f32::NAN,
+            false => rng.below(9) as f32 - 4.0,
+        })
+        .collect();
+    let bytes = match dtype {
+        DType::F16 => vals
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect(),
+        DType::BF16 => vals
+            .iter()
+            .flat_map(|v| half::bf16::from_f32(*v).to_le_bytes())
+            .collect(),
+        _ => vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    b.inputs.push((t, bytes));
+    Ok(t)
+}
+
+fn select_cases(out: &mut Vec<Case>) {
+    // (dtype, extents, NaN positions, tied values)
+    let argmax = [
+        (DType::F32, [1u64, 3, 1, 1], vec![], true),
+        (DType::F32, [7, 5, 1, 1], vec![0, 10], true),
+        (DType::F32, [1000, 3, 1, 1], vec![], true),
+        (DType::F32, [1000, 2, 1, 1], vec![], false),
+        (DType::F16, [1000, 2, 1, 1], vec![], true),
+        (DType::BF16, [7, 3, 1, 1], vec![], true),
+        (DType::F32, [50000, 2, 1, 1], vec![], true),
+        (DType::F32, [50000, 1, 1, 1], vec![], false),
+    ];
+    for (dtype, ne, nans, tied) in argmax {
+        let desc = format!("ARGMAX {dtype} {ne:?} tied={tied} NaN at {nans:?}");
+        out.push(case("ARGMAX", desc, EXACT, move |g, rng| {
+            let mut b = Built::default();
+            let x = match tied {
+                true => tied_input(g, rng, &mut b, dtype, ne, &nans)?,
+                false => input(g, rng, &mut b, dtype, ne, -10.0, 10.0)?,
+            };
+            let r = g.argmax(x)?;
+            g.mark_output(r)?;
+            Ok(b)
+        }));
+    }
+    let top_k = [
+        (DType::F32, [1u64, 2, 1, 1], 1u32, vec![], true),
+        (DType::F32, [1000, 3, 1, 1], 5, vec![], true),
+        (DType::F32, [1000, 3, 2, 1], 40, vec![3, 1500], true),
+        (DType::F32, [64, 2, 1, 1], 64, vec![], true),
+        (DType::F16, [257, 2, 1, 1], 7, vec![], true),
+        (DType::F32, [50000, 1, 1, 1], 40, vec![], false),
+    ];
+    for (dtype, ne, k, nans, tied) in top_k {
+        let desc = format!("TOP_K {dtype} {ne:?} k={k} tied={tied} NaN at {nans:?}");
+        out.push(case("TOP_K", desc, EXACT, move |g, rng| {
+            let mut b = Built::default();
+            let x = match tied {
+                true => tied_input(g, rng, &mut b, dtype, ne, &nans)?,
+                false => input(g, rng, &mut b, dtype, ne, -10.0, 10.0)?,
+            };
+            let r = g.top_k(x, k)?;
+            g.mark_output(r)?;
+            Ok(b)
+        }));
+    }
+}
+
+/// Appends the attention and selection cases.
+pub(super) fn add(out: &mut Vec<Case>) {
+    flash_attn_cases(out);
+    select_cases(out);
+}
