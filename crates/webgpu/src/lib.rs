@@ -27,6 +27,7 @@ mod ops;
 mod pipelines;
 pub mod shaders;
 pub mod testing;
+pub mod variants;
 
 use std::collections::HashMap;
 use std::sync::Arc;

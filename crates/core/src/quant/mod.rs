@@ -173,6 +173,26 @@ pub fn quantize(dtype: DType, src: &[f32], dst: &mut [u8]) -> Result<()> {
     Ok(())
 }
 
+/// The codebook of an IQ format as `(values per row, every row's values in order)`, for backends
+/// that embed the tables in their kernels; the IQ1 grids' `-1`/`0`/`1` come as two's-complement
+/// bytes. `None` for formats without a codebook.
+pub fn iq_grid(dtype: DType) -> Option<(usize, Vec<u8>)> {
+    use iq_grids::{IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+    let grid = match dtype {
+        DType::IQ2_XXS => (8, IQ2XXS_GRID.as_flattened().to_vec()),
+        DType::IQ2_XS => (8, IQ2XS_GRID.as_flattened().to_vec()),
+        DType::IQ2_S => (8, IQ2S_GRID.as_flattened().to_vec()),
+        DType::IQ3_XXS => (4, IQ3XXS_GRID.as_flattened().to_vec()),
+        DType::IQ3_S => (4, IQ3S_GRID.as_flattened().to_vec()),
+        DType::IQ1_S | DType::IQ1_M => (
+            8,
+            IQ1S_GRID.as_flattened().iter().map(|&v| v as u8).collect(),
+        ),
+        _ => return None,
+    };
+    Some(grid)
+}
+
 /// The little-endian f16 at `b[i..i + 2]`, widened (exactly) to f32.
 #[inline]
 fn f16_at(b: &[u8], i: usize) -> f32 {

@@ -9,7 +9,7 @@ use crate::shaders::{Kernel, PipelineKey};
 
 const FLOATS: [DType; 2] = [DType::F32, DType::F16];
 
-fn map_key(expr: &'static str, src: DType, dst: DType) -> PipelineKey {
+pub(super) fn map_key(expr: &'static str, src: DType, dst: DType) -> PipelineKey {
     PipelineKey {
         kernel: Kernel::Map { expr },
         dtypes: vec![src, dst],
@@ -84,7 +84,7 @@ fn unary_expr(op: UnaryOp) -> (&'static str, Vec<f32>) {
 const SCALE: &str = "x * op_f(0u) + op_f(1u)";
 const CLAMP: &str = "min(max(x, op_f(0u)), op_f(1u))";
 const FILL: &str = "op_f(0u)";
-const COPY: &str = "x";
+pub(super) const COPY: &str = "x";
 
 /// `dst = expr(src)` for a same-dtype float op on source 0.
 fn float_map(ctx: &Ctx, expr: &'static str, params: &[f32]) -> Result<Vec<Dispatch>> {

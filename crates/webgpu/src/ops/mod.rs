@@ -3,12 +3,13 @@
 //! One module per op family; [`plan_node`] routes every op with an exhaustive match, so it is
 //! also the backend's `supports` table.
 
-mod attention;
 mod elementwise;
 mod matmul;
+mod moe;
 mod nn;
+mod reduce;
 mod rows;
-mod top_k;
+mod shape;
 
 use wgllm_core::graph::dtypes_str;
 use wgllm_core::{DType, Error, Graph, Layout, Node, Op, Result, TensorId};
@@ -175,32 +176,28 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
         Op::L2Norm { eps } => nn::norm(&ctx, NormKind::L2, *eps)?,
         Op::SoftMax { scale, max_bias } => nn::soft_max(&ctx, *scale, *max_bias)?,
         Op::Rope(p) => nn::rope(&ctx, p)?,
-        Op::FlashAttnExt {
-            scale,
-            max_bias,
-            logit_softcap,
-        } => attention::flash_attn_ext(&ctx, *scale, *max_bias, *logit_softcap)?,
-        Op::ArgMax => top_k::argmax(&ctx)?,
-        Op::TopK { k } => top_k::top_k(&ctx, *k)?,
-        Op::Set { .. }
-        | Op::Concat { .. }
-        | Op::Repeat
-        | Op::Pad { .. }
-        | Op::Diag
-        | Op::Tri { .. }
-        | Op::MulMatId
-        | Op::SolveTri { .. }
+        Op::Set { nb, offset } => shape::set(&ctx, *nb, *offset)?,
+        Op::Concat { dim } => shape::concat(&ctx, *dim)?,
+        Op::Repeat => shape::repeat(&ctx)?,
+        Op::Pad { lp, circular, .. } => shape::pad(&ctx, *lp, *circular)?,
+        Op::Diag => shape::diag(&ctx)?,
+        Op::Tri { kind } => shape::tri(&ctx, *kind)?,
+        Op::AddId => shape::add_id(&ctx)?,
+        Op::Upscale { mode } => shape::upscale(&ctx, *mode)?,
+        Op::Sum => reduce::sum(&ctx)?,
+        Op::SumRows => reduce::sum_rows(&ctx)?,
+        Op::CumSum => reduce::cumsum(&ctx)?,
+        Op::ArgSort { order } => reduce::argsort(&ctx, *order)?,
+        Op::MulMatId => moe::mul_mat_id(&ctx)?,
+        Op::SolveTri { .. }
         | Op::Conv2d { .. }
         | Op::Im2Col { .. }
-        | Op::AddId
-        | Op::Sum
-        | Op::SumRows
-        | Op::CumSum
-        | Op::ArgSort { .. }
+        | Op::FlashAttnExt { .. }
+        | Op::ArgMax
+        | Op::TopK { .. }
         | Op::SsmConv
         | Op::SsmScan
-        | Op::GatedDeltaNet
-        | Op::Upscale { .. } => {
+        | Op::GatedDeltaNet => {
             return Err(ctx.unsupported("not implemented in the webgpu backend yet"))
         }
     };
@@ -267,7 +264,8 @@ pub(crate) fn all_pipeline_keys() -> Vec<PipelineKey> {
     keys.extend(rows::keys());
     keys.extend(matmul::keys());
     keys.extend(nn::keys());
-    keys.extend(attention::keys());
-    keys.extend(top_k::keys());
+    keys.extend(shape::keys());
+    keys.extend(reduce::keys());
+    keys.extend(moe::keys());
     keys
 }

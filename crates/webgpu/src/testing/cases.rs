@@ -11,7 +11,7 @@ use wgllm_core::{DType, Graph, Result, TensorId};
 use super::{random_bytes, Built, Case, Rng};
 
 /// Block formats the WebGPU kernels decode (the same list as the backend's).
-const QUANTS: [DType; 12] = [
+pub(super) const QUANTS: [DType; 12] = [
     DType::Q4_0,
     DType::Q4_1,
     DType::Q5_0,
@@ -29,7 +29,7 @@ const QUANTS: [DType; 12] = [
 pub(super) const EXACT: f64 = 0.0;
 pub(super) const F16_OUT: f64 = 1e-6;
 pub(super) const F32_MATH: f64 = 1e-10;
-const MATMUL: f64 = 1e-9;
+pub(super) const MATMUL: f64 = 1e-9;
 
 pub(super) fn case(
     op: &'static str,
@@ -62,7 +62,7 @@ pub(super) fn input(
 }
 
 /// Adds a weight with random values in `[-1, 1)` (random blocks for block formats).
-fn weight(g: &mut Graph, rng: &mut Rng, dtype: DType, ne: [u64; 4]) -> Result<TensorId> {
+pub(super) fn weight(g: &mut Graph, rng: &mut Rng, dtype: DType, ne: [u64; 4]) -> Result<TensorId> {
     let data = random_bytes(rng, dtype, ne.iter().product(), -1.0, 1.0)?;
     g.weight("w", dtype, ne, Bytes::from(data))
 }
@@ -464,6 +464,7 @@ pub fn cases() -> Vec<Case> {
     set_rows_cases(&mut out);
     mul_mat_cases(&mut out);
     super::nn_cases::add(&mut out);
-    super::attn_cases::add(&mut out);
+    super::shape_cases::add(&mut out);
+    super::reduce_cases::add(&mut out);
     out
 }

@@ -1,0 +1,1 @@
+// Codebook decoders of the IQ formats.

@@ -1,0 +1,1 @@
+// Sequence and convolution kernels (filled in by ops/seq.rs variants).

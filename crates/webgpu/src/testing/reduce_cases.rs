@@ -1,0 +1,180 @@
+//! Op-table cases of the reductions (sum, sum_rows, cumsum), argsort and mul_mat_id.
+//!
+//! Tolerances: the CPU reference accumulates sums in f64 and rounds once; the kernels accumulate
+//! in f32 (strided partial sums, then a tree), so each result carries rounding of order
+//! `sqrt(n) * 2^-24` relative to the partial sums. With n up to a few thousand values in
+//! `[-1, 1)` that is an NMSE well below `SUMS = 1e-9` (measured ~1e-14). argsort results are
+//! indices and must match exactly, ties and NaNs included; mul_mat_id is a matrix product, so it
+//! shares mul_mat's 1e-9 (summation order differs).
+
+use wgllm_core::op::SortOrder;
+use wgllm_core::{DType, Graph, Result, TensorId};
+
+use super::cases::{case, input, weight, EXACT, MATMUL, QUANTS};
+use super::shape_cases::expert_ids;
+use super::{Built, Case, Rng};
+
+const SUMS: f64 = 1e-9;
+
+/// Shapes with odd sizes, batches, and one transposed (non-contiguous) source each.
+const SHAPES: [[u64; 4]; 4] = [[1, 1, 1, 1], [7, 3, 2, 1], [257, 2, 1, 3], [3000, 2, 1, 1]];
+
+type ReduceFn = fn(&mut Graph, TensorId) -> Result<TensorId>;
+
+fn sum_cases(out: &mut Vec<Case>) {
+    let ops: [(&'static str, ReduceFn); 3] = [
+        ("SUM", |g, x| g.sum(x)),
+        ("SUM_ROWS", |g, x| g.sum_rows(x)),
+        ("CUMSUM", |g, x| g.cumsum(x)),
+    ];
+    for (name, f) in ops {
+        for ne in SHAPES {
+            out.push(case(
+                name,
+                format!("{name} f32 {ne:?}"),
+                SUMS,
+                move |g, rng| {
+                    let mut b = Built::default();
+                    let x = input(g, rng, &mut b, DType::F32, ne, -1.0, 1.0)?;
+                    let r = f(g, x)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                },
+            ));
+        }
+        out.push(case(
+            name,
+            format!("{name} f32 transposed [33,5,2]"),
+            SUMS,
+            move |g, rng| {
+                let mut b = Built::default();
+                let x = input(g, rng, &mut b, DType::F32, [5, 33, 2, 1], -1.0, 1.0)?;
+                let xt = g.transpose(x)?;
+                let r = f(g, xt)?;
+                g.mark_output(r)?;
+                Ok(b)
+            },
+        ));
+    }
+}
+
+/// `n` values from a few levels (many ties), with -0.0 next to 0.0 and, with `nans`, some NaNs.
+fn tied_values(rng: &mut Rng, n: u64, nans: bool) -> Vec<u8> {
+    (0..n)
+        .flat_map(|_| {
+            let v = match rng.below(12) {
+                0 => -0.0,
+                1 if nans => f32::NAN,
+                r => (r as f32 - 6.0) * 0.25,
+            };
+            v.to_le_bytes()
+        })
+        .collect()
+}
+
+fn argsort_cases(out: &mut Vec<Case>) {
+    for order in [SortOrder::Asc, SortOrder::Desc] {
+        for ne in SHAPES {
+            for ties in [false, true] {
+                let desc = format!("ARGSORT f32 {order:?} {ne:?} ties+NaN={ties}");
+                out.push(case("ARGSORT", desc, EXACT, move |g, rng| {
+                    let mut b = Built::default();
+                    let x = match ties {
+                        false => input(g, rng, &mut b, DType::F32, ne, -1.0, 1.0)?,
+                        true => {
+                            let x = g.input("x", DType::F32, ne)?;
+                            b.inputs
+                                .push((x, tied_values(rng, ne.iter().product(), true)));
+                            x
+                        }
+                    };
+                    let r = g.argsort(x, order)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                }));
+            }
+        }
+        out.push(case(
+            "ARGSORT",
+            format!("ARGSORT f32 {order:?} transposed [33,5]"),
+            EXACT,
+            move |g, rng| {
+                let mut b = Built::default();
+                let x = g.input("x", DType::F32, [5, 33, 1, 1])?;
+                b.inputs.push((x, tied_values(rng, 5 * 33, false)));
+                let xt = g.transpose(x)?;
+                let r = g.argsort(xt, order)?;
+                g.mark_output(r)?;
+                Ok(b)
+            },
+        ));
+    }
+}
+
+fn mul_mat_id_cases(out: &mut Vec<Case>) {
+    let weights = [DType::F32, DType::F16, DType::BF16]
+        .into_iter()
+        .chain(QUANTS);
+    for wt in weights {
+        let k = match wt.block_size() {
+            1 => 33,
+            bs => bs as u64,
+        };
+        // (m, n_expert, n_used, b.ne1, n_tokens)
+        for (m, n_expert, n_used, b1, n_tokens) in [(9u64, 4u64, 2u64, 1u64, 3u64), (5, 3, 2, 2, 1)]
+        {
+            let desc = format!(
+                "MUL_MAT_ID {wt} x f32 k={k} m={m} experts={n_expert} used={n_used} b.ne1={b1} tokens={n_tokens}"
+            );
+            out.push(case("MUL_MAT_ID", desc, MATMUL, move |g, rng| {
+                let mut b = Built::default();
+                let a = weight(g, rng, wt, [k, m, n_expert, 1])?;
+                let x = input(g, rng, &mut b, DType::F32, [k, b1, n_tokens, 1], -1.0, 1.0)?;
+                let ids = g.input("ids", DType::I32, [n_used, n_tokens, 1, 1])?;
+                b.inputs
+                    .push((ids, expert_ids(rng, n_used * n_tokens, n_expert)));
+                let r = g.mul_mat_id(a, x, ids)?;
+                g.mark_output(r)?;
+                Ok(b)
+            }));
+        }
+    }
+    out.push(case(
+        "MUL_MAT_ID",
+        "MUL_MAT_ID f16 x f16 k=64 m=7 experts=3 used=2 tokens=2".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let a = weight(g, rng, DType::F16, [64, 7, 3, 1])?;
+            let x = input(g, rng, &mut b, DType::F16, [64, 2, 2, 1], -1.0, 1.0)?;
+            let ids = g.input("ids", DType::I32, [2, 2, 1, 1])?;
+            b.inputs.push((ids, expert_ids(rng, 4, 3)));
+            let r = g.mul_mat_id(a, x, ids)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
+    out.push(case(
+        "MUL_MAT_ID",
+        "MUL_MAT_ID f32 x transposed f32 k=33 m=6 experts=3 used=2 tokens=1".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let a = weight(g, rng, DType::F32, [33, 6, 3, 1])?;
+            let x = input(g, rng, &mut b, DType::F32, [2, 33, 1, 1], -1.0, 1.0)?;
+            let xt = g.transpose(x)?;
+            let ids = g.input("ids", DType::I32, [2, 1, 1, 1])?;
+            b.inputs.push((ids, expert_ids(rng, 2, 3)));
+            let r = g.mul_mat_id(a, xt, ids)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
+}
+
+/// Adds the reduction, sorting and mul_mat_id cases.
+pub(super) fn add(out: &mut Vec<Case>) {
+    sum_cases(out);
+    argsort_cases(out);
+    mul_mat_id_cases(out);
+}
