@@ -22,6 +22,9 @@ const GLU: &str = include_str!("kernels/glu.wgsl");
 const NORM: &str = include_str!("kernels/norm.wgsl");
 const SOFTMAX: &str = include_str!("kernels/softmax.wgsl");
 const ROPE: &str = include_str!("kernels/rope.wgsl");
+const FLASH_ATTN: &str = include_str!("kernels/flash_attn.wgsl");
+const FLASH_ATTN_KV: &str = include_str!("kernels/flash_attn_kv.wgsl");
+const TOP_K: &str = include_str!("kernels/top_k.wgsl");
 
 /// u32 words in one dispatch's parameter slot (see `common.wgsl`).
 pub(crate) const PARAM_WORDS: usize = 128;
@@ -56,6 +59,16 @@ pub enum Kernel {
     SoftMax { mask: bool, sinks: bool },
     /// `rope.wgsl`: neox pairing or normal, with or without frequency factors.
     Rope { neox: bool, freq_factors: bool },
+    /// `flash_attn.wgsl`, one workgroup per query row and head: which optional sources are
+    /// bound, the K head size `d` and the V head size `dv`.
+    FlashAttn {
+        mask: bool,
+        sinks: bool,
+        d: u32,
+        dv: u32,
+    },
+    /// `top_k.wgsl`, one workgroup per row: the `k` largest, or argmax (`k` = 1, NaN lowest).
+    TopK { k: u32, argmax: bool },
     /// The families of `variants.rs` (shape, upscale, reductions, mul_mat_id, sequence).
     Family(Family),
 }
@@ -226,6 +239,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         flags.push("COPY_INT");
     }
     let mut activations = false;
+    let mut readers = String::new();
     let body = match key.kernel {
         Kernel::Map { expr } => {
             vars.push(("EXPR", expr.to_string()));
@@ -263,6 +277,26 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             }
             ROPE
         }
+        Kernel::FlashAttn { mask, sinks, d, dv } => {
+            if mask {
+                flags.push("MASK");
+            }
+            if sinks {
+                flags.push("SINKS");
+            }
+            vars.push(("D", d.to_string()));
+            vars.push(("DV", dv.to_string()));
+            vars.push(("DVP", dv.div_ceil(key.wg).to_string()));
+            readers = flash_attn_readers(&key.dtypes)?;
+            FLASH_ATTN
+        }
+        Kernel::TopK { k, argmax } => {
+            if argmax {
+                flags.push("ARGMAX");
+            }
+            vars.push(("K", k.to_string()));
+            TOP_K
+        }
         Kernel::Family(f) => f.configure(&mut flags, &mut vars),
         Kernel::Binary { op } => {
             vars.push(("OP", op.to_string()));
@@ -291,7 +325,30 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         text.push_str(ACTIVATIONS);
     }
     text.push_str(body);
+    text.push_str(&readers);
     specialize(&text, &flags, &vars)
+}
+
+/// The K (src1) and V (src2) row readers `flash_attn.wgsl` calls, from
+/// `flash_attn_kv.wgsl` specialized for each one's dtype.
+fn flash_attn_readers(dtypes: &[DType]) -> Result<String, String> {
+    let mut out = String::new();
+    for (name, k) in [("k", 1usize), ("v", 2)] {
+        let dtype = *dtypes.get(k).ok_or("flash_attn needs K and V bindings")?;
+        let flags: &[&str] = match dtype {
+            DType::F32 | DType::F16 | DType::BF16 => &[],
+            DType::Q8_0 => &["BLOCKS", "Q8_0"],
+            DType::Q4_0 => &["BLOCKS"],
+            d => return Err(format!("flash_attn has no {d} K/V reader")),
+        };
+        let vars = [
+            ("KV", name.to_string()),
+            ("SRC", format!("src{k}")),
+            ("BINDING", k.to_string()),
+        ];
+        out.push_str(&specialize(FLASH_ATTN_KV, flags, &vars)?);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

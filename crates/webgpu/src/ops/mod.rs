@@ -3,6 +3,7 @@
 //! One module per op family; [`plan_node`] routes every op with an exhaustive match, so it is
 //! also the backend's `supports` table.
 
+mod attention;
 mod elementwise;
 mod matmul;
 mod moe;
@@ -10,6 +11,7 @@ mod nn;
 mod reduce;
 mod rows;
 mod shape;
+mod top_k;
 
 use wgllm_core::graph::dtypes_str;
 use wgllm_core::{DType, Error, Graph, Layout, Node, Op, Result, TensorId};
@@ -176,6 +178,13 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
         Op::L2Norm { eps } => nn::norm(&ctx, NormKind::L2, *eps)?,
         Op::SoftMax { scale, max_bias } => nn::soft_max(&ctx, *scale, *max_bias)?,
         Op::Rope(p) => nn::rope(&ctx, p)?,
+        Op::FlashAttnExt {
+            scale,
+            max_bias,
+            logit_softcap,
+        } => attention::flash_attn_ext(&ctx, *scale, *max_bias, *logit_softcap)?,
+        Op::ArgMax => top_k::argmax(&ctx)?,
+        Op::TopK { k } => top_k::top_k(&ctx, *k)?,
         Op::Set { nb, offset } => shape::set(&ctx, *nb, *offset)?,
         Op::Concat { dim } => shape::concat(&ctx, *dim)?,
         Op::Repeat => shape::repeat(&ctx)?,
@@ -192,9 +201,6 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
         Op::SolveTri { .. }
         | Op::Conv2d { .. }
         | Op::Im2Col { .. }
-        | Op::FlashAttnExt { .. }
-        | Op::ArgMax
-        | Op::TopK { .. }
         | Op::SsmConv
         | Op::SsmScan
         | Op::GatedDeltaNet => {
@@ -264,6 +270,8 @@ pub(crate) fn all_pipeline_keys() -> Vec<PipelineKey> {
     keys.extend(rows::keys());
     keys.extend(matmul::keys());
     keys.extend(nn::keys());
+    keys.extend(attention::keys());
+    keys.extend(top_k::keys());
     keys.extend(shape::keys());
     keys.extend(reduce::keys());
     keys.extend(moe::keys());

@@ -464,6 +464,7 @@ pub fn cases() -> Vec<Case> {
     set_rows_cases(&mut out);
     mul_mat_cases(&mut out);
     super::nn_cases::add(&mut out);
+    super::attn_cases::add(&mut out);
     super::shape_cases::add(&mut out);
     super::reduce_cases::add(&mut out);
     out

@@ -4,6 +4,7 @@
 //! backend (the CPU) and on the backend under test, and compares every output by normalized mean
 //! squared error, `Σ(a−b)² / Σb²`, against the case's tolerance (as ggml's test-backend-ops).
 
+mod attn_cases;
 mod cases;
 mod nn_cases;
 mod reduce_cases;
