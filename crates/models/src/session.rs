@@ -2,7 +2,8 @@
 //!
 //! Step graphs are compiled for chunk sizes that are powers of two up to `ubatch`, all sharing one
 //! KV cache (`Backend::compile_shared`); a prompt of any length is processed as a sum of those
-//! chunks (largest first), and decoding uses the one-token graph.
+//! chunks (largest first), and decoding uses the one-token graph. Every run is fed a causal mask,
+//! and a sliding-window mask too when the architecture has local layers (`StepGraph::mask_swa`).
 
 use wgllm_core::{Backend, DType, Executable};
 use wgllm_gguf::GgufFile;
@@ -167,32 +168,44 @@ fn run_step(
     let slots: Vec<u8> = (0..n)
         .flat_map(|i| ((n_past + i) as i64).to_le_bytes())
         .collect();
-    let mut mask = Vec::with_capacity(n_ctx * n * 4);
-    for i in 0..n {
-        for j in 0..n_ctx {
-            let v = if j <= n_past + i {
-                0.0f32
-            } else {
-                f32::NEG_INFINITY
-            };
-            mask.extend_from_slice(&v.to_le_bytes());
-        }
-    }
+    let mask = mask_bytes(n_past, n, n_ctx, None);
+    let mask_swa = g
+        .mask_swa
+        .map(|swa| (swa.mask, mask_bytes(n_past, n, n_ctx, Some(swa.window))));
     let n_out = g.shape.n_outputs as usize;
     let out_rows: Vec<u8> = (n - n_out..n)
         .flat_map(|i| (i as i32).to_le_bytes())
         .collect();
-    step.exe.run(&[
-        (g.tokens, &tokens),
+    let mut inputs = vec![
+        (g.tokens, &tokens[..]),
         (g.positions, &positions),
         (g.kv_slots, &slots),
         (g.mask, &mask),
         (g.out_rows, &out_rows),
-    ])?;
+    ];
+    if let Some((id, bytes)) = &mask_swa {
+        inputs.push((*id, bytes));
+    }
+    step.exe.run(&inputs)?;
     let bytes = step.exe.read(g.logits)?;
     let vals: Vec<f32> = bytes
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
     Ok(vals.chunks_exact(n_vocab).map(|r| r.to_vec()).collect())
+}
+
+/// The F32 `[n_ctx, n]` mask of `n` queries at positions `n_past..n_past + n` (cache slot `j`
+/// holds position `j`): 0 where the key is visible, -inf elsewhere. Causal, and with a `window`
+/// key `j` is visible to position `p` only when `p - window < j`.
+fn mask_bytes(n_past: usize, n: usize, n_ctx: usize, window: Option<u32>) -> Vec<u8> {
+    let mut mask = Vec::with_capacity(n_ctx * n * 4);
+    for p in n_past..n_past + n {
+        for j in 0..n_ctx {
+            let visible = j <= p && window.is_none_or(|w| j + w as usize > p);
+            let v = if visible { 0.0f32 } else { f32::NEG_INFINITY };
+            mask.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    mask
 }

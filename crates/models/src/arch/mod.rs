@@ -1,7 +1,13 @@
 //! Model architectures, each built as a `Graph` for one step shape from GGUF metadata and
-//! weights. One file per architecture.
+//! weights. One file per architecture; `common` holds the hyperparameters and blocks they share.
 
+mod common;
+pub mod gemma3;
 pub mod llama;
+pub mod qwen2;
+pub mod qwen3;
+
+pub use common::Hparams;
 
 use wgllm_core::{DType, Graph, TensorId};
 use wgllm_gguf::GgufFile;
@@ -31,29 +37,46 @@ pub struct StepGraph {
     pub positions: TensorId,
     /// I64 `[n_tokens]` KV cache rows the tokens are written to.
     pub kv_slots: TensorId,
-    /// F32 `[n_ctx, n_tokens]` attention mask (0 or -inf).
+    /// F32 `[n_ctx, n_tokens]` causal attention mask (0 or -inf).
     pub mask: TensorId,
+    /// The mask of the sliding-window layers, for models that have them.
+    pub mask_swa: Option<SwaMask>,
     /// I32 `[n_outputs]` which token rows produce logits.
     pub out_rows: TensorId,
     /// F32 `[n_vocab, n_outputs]` logits.
     pub logits: TensorId,
 }
 
+/// A second attention mask input, F32 `[n_ctx, n_tokens]`: key `j` is visible to the query at
+/// position `p` iff `p - window < j <= p`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwaMask {
+    pub mask: TensorId,
+    /// Positions visible to a query, its own included.
+    pub window: u32,
+}
+
 /// The architectures wgllm can build, parsed from GGUF metadata.
 #[derive(Clone, Debug)]
 pub enum Architecture {
-    Llama(llama::LlamaConfig),
+    Llama(Hparams),
+    Qwen2(Hparams),
+    Qwen3(Hparams),
+    Gemma3(gemma3::Gemma3Config),
 }
 
 /// Names accepted in `general.architecture`.
-pub const SUPPORTED: &[&str] = &["llama"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3"];
 
 impl Architecture {
     /// Reads the architecture and its hyperparameters from `file`.
     pub fn from_gguf(file: &GgufFile) -> Result<Architecture, ModelError> {
         let name = file.architecture()?;
         match name {
-            "llama" => Ok(Architecture::Llama(llama::LlamaConfig::from_gguf(file)?)),
+            "llama" => Ok(Architecture::Llama(Hparams::from_gguf(file)?)),
+            "qwen2" => Ok(Architecture::Qwen2(Hparams::from_gguf(file)?)),
+            "qwen3" => Ok(Architecture::Qwen3(Hparams::from_gguf(file)?)),
+            "gemma3" => Ok(Architecture::Gemma3(gemma3::Gemma3Config::from_gguf(file)?)),
             other => Err(ModelError::UnknownArchitecture {
                 name: other.to_string(),
                 supported: SUPPORTED.join(", "),
@@ -65,21 +88,28 @@ impl Architecture {
     pub fn build_step(&self, file: &GgufFile, shape: StepShape) -> Result<StepGraph, ModelError> {
         match self {
             Architecture::Llama(c) => llama::build_step(c, file, shape),
+            Architecture::Qwen2(c) => qwen2::build_step(c, file, shape),
+            Architecture::Qwen3(c) => qwen3::build_step(c, file, shape),
+            Architecture::Gemma3(c) => gemma3::build_step(c, file, shape),
+        }
+    }
+
+    /// The hyperparameters all architectures have.
+    pub fn hparams(&self) -> &Hparams {
+        match self {
+            Architecture::Llama(c) | Architecture::Qwen2(c) | Architecture::Qwen3(c) => c,
+            Architecture::Gemma3(c) => &c.hp,
         }
     }
 
     /// Vocabulary size (rows of logits).
     pub fn n_vocab(&self) -> usize {
-        match self {
-            Architecture::Llama(c) => c.n_vocab as usize,
-        }
+        self.hparams().n_vocab as usize
     }
 
     /// Context length the model was trained with.
     pub fn n_ctx_train(&self) -> usize {
-        match self {
-            Architecture::Llama(c) => c.n_ctx_train as usize,
-        }
+        self.hparams().n_ctx_train as usize
     }
 }
 
