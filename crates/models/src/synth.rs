@@ -6,7 +6,7 @@ use wgllm_gguf::{Array, GgufWriter, Value};
 
 use crate::error::ModelError;
 
-/// Shape of a synthetic llama-family model.
+/// Shape of a synthetic decoder (of any [`SynthArch`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LlamaShape {
     pub n_vocab: u64,
@@ -18,6 +18,34 @@ pub struct LlamaShape {
     pub n_ctx_train: u64,
     pub rope_base: f32,
     pub tied_output: bool,
+}
+
+/// The architecture a synthetic model is written for, with what only it has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SynthArch {
+    Llama,
+    /// Q/K/V biases.
+    Qwen2,
+    /// QK-norm; `head_dim` is written as `attention.key_length`.
+    Qwen3 {
+        head_dim: u64,
+    },
+    /// QK-norm, post-attention/FFN norms, local layers attending to the last `window` positions.
+    Gemma3 {
+        head_dim: u64,
+        window: u32,
+    },
+}
+
+impl SynthArch {
+    fn name(self) -> &'static str {
+        match self {
+            SynthArch::Llama => "llama",
+            SynthArch::Qwen2 => "qwen2",
+            SynthArch::Qwen3 { .. } => "qwen3",
+            SynthArch::Gemma3 { .. } => "gemma3",
+        }
+    }
 }
 
 /// Deterministic pseudo-random values, roughly N(0, std²) (sum of uniforms).
@@ -58,35 +86,59 @@ fn tensor(
 /// Writes a llama-architecture GGUF with random weights: matrices in `dtype`, norms in f32, and a
 /// placeholder vocabulary (`<tok_N>`).
 pub fn llama_gguf(s: &LlamaShape, dtype: DType, seed: u64) -> Result<Vec<u8>, ModelError> {
+    model_gguf(SynthArch::Llama, s, dtype, seed)
+}
+
+/// Writes a GGUF of architecture `arch` with random weights: matrices in `dtype`, norms and
+/// biases in f32, and a placeholder vocabulary (`<tok_N>`). Norm weights are near 1 (for Gemma 3
+/// that is the stored value, the converter's `1 + w`).
+pub fn model_gguf(
+    arch: SynthArch,
+    s: &LlamaShape,
+    dtype: DType,
+    seed: u64,
+) -> Result<Vec<u8>, ModelError> {
     let mut seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut w = GgufWriter::new();
-    let head_dim = s.n_embd / s.n_head;
-    let kv = head_dim * s.n_head_kv;
-    let md: Vec<(&str, Value)> = vec![
-        ("general.architecture", Value::String("llama".into())),
+    let a = arch.name();
+    let head_dim = match arch {
+        SynthArch::Llama | SynthArch::Qwen2 => s.n_embd / s.n_head,
+        SynthArch::Qwen3 { head_dim } | SynthArch::Gemma3 { head_dim, .. } => head_dim,
+    };
+    let (q_rows, kv) = (head_dim * s.n_head, head_dim * s.n_head_kv);
+    let u32_of = |v: u64| Value::U32(v as u32);
+    let mut md: Vec<(String, Value)> = vec![
+        ("general.architecture".into(), Value::String(a.into())),
         (
-            "general.name",
-            Value::String("wgllm synthetic llama".into()),
+            "general.name".into(),
+            Value::String(format!("wgllm synthetic {a}")),
         ),
-        ("llama.context_length", Value::U32(s.n_ctx_train as u32)),
-        ("llama.embedding_length", Value::U32(s.n_embd as u32)),
-        ("llama.block_count", Value::U32(s.n_layer)),
-        ("llama.feed_forward_length", Value::U32(s.n_ff as u32)),
-        ("llama.attention.head_count", Value::U32(s.n_head as u32)),
+        (format!("{a}.context_length"), u32_of(s.n_ctx_train)),
+        (format!("{a}.embedding_length"), u32_of(s.n_embd)),
+        (format!("{a}.block_count"), Value::U32(s.n_layer)),
+        (format!("{a}.feed_forward_length"), u32_of(s.n_ff)),
+        (format!("{a}.attention.head_count"), u32_of(s.n_head)),
+        (format!("{a}.attention.head_count_kv"), u32_of(s.n_head_kv)),
+        (format!("{a}.rope.freq_base"), Value::F32(s.rope_base)),
         (
-            "llama.attention.head_count_kv",
-            Value::U32(s.n_head_kv as u32),
-        ),
-        ("llama.rope.freq_base", Value::F32(s.rope_base)),
-        ("llama.attention.layer_norm_rms_epsilon", Value::F32(1e-5)),
-        ("tokenizer.ggml.model", Value::String("gpt2".into())),
-        (
-            "tokenizer.ggml.tokens",
-            Value::Array(Array::String(
-                (0..s.n_vocab).map(|i| format!("<tok_{i}>")).collect(),
-            )),
+            format!("{a}.attention.layer_norm_rms_epsilon"),
+            Value::F32(1e-5),
         ),
     ];
+    if let SynthArch::Qwen3 { .. } | SynthArch::Gemma3 { .. } = arch {
+        md.push((format!("{a}.attention.key_length"), u32_of(head_dim)));
+        md.push((format!("{a}.attention.value_length"), u32_of(head_dim)));
+    }
+    if let SynthArch::Gemma3 { window, .. } = arch {
+        md.push((format!("{a}.attention.sliding_window"), Value::U32(window)));
+    }
+    md.push(("tokenizer.ggml.model".into(), Value::String("gpt2".into())));
+    md.push((
+        "tokenizer.ggml.tokens".into(),
+        Value::Array(Array::String(
+            (0..s.n_vocab).map(|i| format!("<tok_{i}>")).collect(),
+        )),
+    ));
     for (k, v) in md {
         w.add_metadata(k, v)?;
     }
@@ -105,24 +157,37 @@ pub fn llama_gguf(s: &LlamaShape, dtype: DType, seed: u64) -> Result<Vec<u8>, Mo
             .map(|x| 1.0 + x)
             .collect::<Vec<_>>()
     };
+    let gemma = matches!(arch, SynthArch::Gemma3 { .. });
+    let qk_norm = matches!(arch, SynthArch::Qwen3 { .. }) || gemma;
     for il in 0..s.n_layer {
         let name = |t: &str| format!("blk.{il}.{t}.weight");
-        let norm = ones_ish(s.n_embd, &mut seed);
-        tensor(&mut w, &name("attn_norm"), DType::F32, &[s.n_embd], &norm)?;
-        for (t, rows) in [("attn_q", s.n_embd), ("attn_k", kv), ("attn_v", kv)] {
+        let norm = |w: &mut GgufWriter, t: &str, n: u64, seed: &mut u64| {
+            tensor(w, &name(t), DType::F32, &[n], &ones_ish(n, seed))
+        };
+        norm(&mut w, "attn_norm", s.n_embd, &mut seed)?;
+        for (t, rows) in [("attn_q", q_rows), ("attn_k", kv), ("attn_v", kv)] {
             let v = randn((s.n_embd * rows) as usize, std, &mut seed);
             tensor(&mut w, &name(t), dtype, &[s.n_embd, rows], &v)?;
+            if arch == SynthArch::Qwen2 {
+                let b = randn(rows as usize, 0.5, &mut seed);
+                let bias = format!("blk.{il}.{t}.bias");
+                tensor(&mut w, &bias, DType::F32, &[rows], &b)?;
+            }
         }
-        let v = randn((s.n_embd * s.n_embd) as usize, std, &mut seed);
-        tensor(
-            &mut w,
-            &name("attn_output"),
-            dtype,
-            &[s.n_embd, s.n_embd],
-            &v,
-        )?;
-        let norm = ones_ish(s.n_embd, &mut seed);
-        tensor(&mut w, &name("ffn_norm"), DType::F32, &[s.n_embd], &norm)?;
+        if qk_norm {
+            norm(&mut w, "attn_q_norm", head_dim, &mut seed)?;
+            norm(&mut w, "attn_k_norm", head_dim, &mut seed)?;
+        }
+        let v = randn(
+            (q_rows * s.n_embd) as usize,
+            1.0 / (q_rows as f32).sqrt(),
+            &mut seed,
+        );
+        tensor(&mut w, &name("attn_output"), dtype, &[q_rows, s.n_embd], &v)?;
+        if gemma {
+            norm(&mut w, "post_attention_norm", s.n_embd, &mut seed)?;
+        }
+        norm(&mut w, "ffn_norm", s.n_embd, &mut seed)?;
         for t in ["ffn_gate", "ffn_up"] {
             let v = randn((s.n_embd * s.n_ff) as usize, std, &mut seed);
             tensor(&mut w, &name(t), dtype, &[s.n_embd, s.n_ff], &v)?;
@@ -133,6 +198,9 @@ pub fn llama_gguf(s: &LlamaShape, dtype: DType, seed: u64) -> Result<Vec<u8>, Mo
             &mut seed,
         );
         tensor(&mut w, &name("ffn_down"), dtype, &[s.n_ff, s.n_embd], &v)?;
+        if gemma {
+            norm(&mut w, "post_ffw_norm", s.n_embd, &mut seed)?;
+        }
     }
     let norm = ones_ish(s.n_embd, &mut seed);
     tensor(&mut w, "output_norm.weight", DType::F32, &[s.n_embd], &norm)?;
