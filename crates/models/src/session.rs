@@ -111,6 +111,11 @@ impl Session {
         self.n_past = 0;
     }
 
+    /// Keeps only the first `n` cached tokens (a chat turn that shares a prefix with the last).
+    pub fn truncate(&mut self, n: usize) {
+        self.n_past = self.n_past.min(n);
+    }
+
     /// Appends `tokens` to the sequence and returns logits: one row of `n_vocab` for the last
     /// token, or one per token when the session was made with `all_logits`.
     pub fn eval(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, ModelError> {

