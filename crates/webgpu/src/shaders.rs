@@ -319,7 +319,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     text.push_str(COMMON);
     if quant {
         text.push_str(QUANT);
-        text.push_str(&grid_source(src0));
+        text.push_str(&grid_source(src0)?);
     }
     if activations {
         text.push_str(ACTIVATIONS);

@@ -138,6 +138,26 @@ fn dq_iq4_xs(blk: u32, j: u32) -> f32 {
     return dl * KVALUES_IQ4NL[nibble32(blk + 8u + 16u * ib, j % 32u)];
 }
 
+fn q32(b: u32) -> u32 {
+    return qb(b) | (qb(b + 1u) << 8u) | (qb(b + 2u) << 16u) | (qb(b + 3u) << 24u);
+}
+
+// q8_K { f32 d; i8 qs[256]; i16 bsums[16]; }
+fn dq_q8_K(blk: u32, j: u32) -> f32 {
+    return bitcast<f32>(q32(blk)) * qi8(blk + 4u + j);
+}
+
+var<private> KVALUES_MXFP4: array<f32, 16> = array<f32, 16>(
+    0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
+
+// mxfp4 { u8 e; u8 qs[16]; }: doubled E2M1 values times half the E8M0 scale (built from bits,
+// so e = 0 and e = 1 give the exact subnormals).
+fn dq_mxfp4(blk: u32, j: u32) -> f32 {
+    let e = qb(blk);
+    let d = bitcast<f32>(select((e - 1u) << 23u, 0x00200000u << e, e < 2u));
+    return d * KVALUES_MXFP4[nibble32(blk + 1u, j)];
+}
+
 fn dq(blk: u32, j: u32) -> f32 {
     return dq_{{QTYPE}}(blk, j);
 }

@@ -33,7 +33,7 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
         dst.dtype == DType::F32
             && (b.dtype == DType::F32 && weight_ok(a.dtype)
                 || b.dtype == DType::F16 && a.dtype == DType::F16),
-        "f32 activations with f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, iq4_nl, iq4_xs weights; f16 x f16",
+        "f32 activations with f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, q8_K, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq4_nl, iq4_xs, mxfp4 weights; f16 x f16",
     )?;
     ctx.require_f16(&[a.dtype, b.dtype])?;
     let (ea, eb) = (a.layout.ne, b.layout.ne);

@@ -7,7 +7,7 @@ use super::{Ctx, Dispatch, WG_ELEMENTWISE};
 use crate::shaders::{Kernel, PipelineKey};
 
 /// Block-quantized dtypes `quant.wgsl` decodes.
-pub(crate) const QUANTS: [DType; 12] = [
+pub(crate) const QUANTS: [DType; 21] = [
     DType::Q4_0,
     DType::Q4_1,
     DType::Q5_0,
@@ -20,6 +20,15 @@ pub(crate) const QUANTS: [DType; 12] = [
     DType::Q6_K,
     DType::IQ4_NL,
     DType::IQ4_XS,
+    DType::IQ2_XXS,
+    DType::IQ2_XS,
+    DType::IQ2_S,
+    DType::IQ3_XXS,
+    DType::IQ3_S,
+    DType::IQ1_S,
+    DType::IQ1_M,
+    DType::MXFP4,
+    DType::Q8_K,
 ];
 
 /// Table dtypes get_rows reads into f32.
@@ -51,7 +60,7 @@ pub(super) fn get_rows(ctx: &Ctx) -> Result<Vec<Dispatch>> {
         && idx.dtype == DType::I32;
     ctx.require(
         ok,
-        "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, iq4_nl, iq4_xs tables into f32; i32 into i32; i32 indices",
+        "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, q8_K, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq4_nl, iq4_xs, mxfp4 tables into f32; i32 into i32; i32 indices",
     )?;
     ctx.require_f16(&[table.dtype])?;
     let n = dst.layout.nelements();

@@ -48,12 +48,39 @@ impl Rng {
 /// Byte offsets of the f16 scale fields of a block, which random bytes must not make NaN or huge.
 fn scale_fields(dtype: DType) -> &'static [usize] {
     match dtype {
-        DType::Q4_0 | DType::Q5_0 | DType::Q8_0 | DType::IQ4_NL | DType::IQ4_XS => &[0],
+        DType::Q4_0
+        | DType::Q5_0
+        | DType::Q8_0
+        | DType::IQ4_NL
+        | DType::IQ4_XS
+        | DType::IQ2_XXS
+        | DType::IQ2_XS
+        | DType::IQ2_S
+        | DType::IQ3_XXS
+        | DType::IQ3_S
+        | DType::IQ1_S => &[0],
         DType::Q4_1 | DType::Q5_1 | DType::Q4_K | DType::Q5_K => &[0, 2],
         DType::Q2_K => &[80, 82],
         DType::Q3_K => &[108],
         DType::Q6_K => &[208],
         _ => &[],
+    }
+}
+
+/// Sane scales for the formats whose scale is not one f16 field: IQ1_M's f16 split over the top
+/// nibbles of its four scale words, MXFP4's E8M0 exponent (2^-8..2^-3), Q8_K's f32.
+fn other_scale(dtype: DType, block: &mut [u8], rng: &mut Rng) {
+    match dtype {
+        DType::IQ1_M => {
+            let bits = half::f16::from_f32(rng.uniform(0.002, 0.02)).to_bits();
+            for k in 0..4 {
+                let b = &mut block[49 + 2 * k];
+                *b = (*b & 0x0f) | ((((bits >> (4 * k)) & 0xf) as u8) << 4);
+            }
+        }
+        DType::MXFP4 => block[0] = 120 + rng.below(6) as u8,
+        DType::Q8_K => block[..4].copy_from_slice(&rng.uniform(0.002, 0.02).to_le_bytes()),
+        _ => {}
     }
 }
 
@@ -75,13 +102,16 @@ pub fn random_bytes(rng: &mut Rng, dtype: DType, n: u64, lo: f32, hi: f32) -> Re
         }
         DType::I32 => (0..n).for_each(|_| out.extend((rng.uniform(lo, hi) as i32).to_le_bytes())),
         DType::I64 => (0..n).for_each(|_| out.extend((rng.uniform(lo, hi) as i64).to_le_bytes())),
-        d if !scale_fields(d).is_empty() => {
+        d if !scale_fields(d).is_empty()
+            || matches!(d, DType::IQ1_M | DType::MXFP4 | DType::Q8_K) =>
+        {
             out.extend((0..bytes).map(|_| rng.next_u64() as u8));
             for block in out.chunks_exact_mut(d.type_size()) {
                 for &f in scale_fields(d) {
                     let s = half::f16::from_f32(rng.uniform(0.002, 0.02));
                     block[f..f + 2].copy_from_slice(&s.to_le_bytes());
                 }
+                other_scale(d, block, rng);
             }
         }
         d => {
