@@ -10,6 +10,7 @@ mod moe;
 mod nn;
 mod reduce;
 mod rows;
+mod seq;
 mod shape;
 mod top_k;
 
@@ -198,12 +199,20 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
         Op::CumSum => reduce::cumsum(&ctx)?,
         Op::ArgSort { order } => reduce::argsort(&ctx, *order)?,
         Op::MulMatId => moe::mul_mat_id(&ctx)?,
-        Op::SolveTri { .. }
-        | Op::Conv2d { .. }
-        | Op::Im2Col { .. }
-        | Op::SsmConv
-        | Op::SsmScan
-        | Op::GatedDeltaNet => {
+        Op::SolveTri { left, lower, uni } => seq::solve_tri(&ctx, *left, *lower, *uni)?,
+        Op::Conv2d {
+            stride,
+            pad,
+            dilation,
+        } => seq::conv_2d(&ctx, *stride, *pad, *dilation)?,
+        Op::Im2Col {
+            stride,
+            pad,
+            dilation,
+            is_2d,
+        } => seq::im2col(&ctx, *stride, *pad, *dilation, *is_2d)?,
+        Op::SsmConv => seq::ssm_conv(&ctx)?,
+        Op::SsmScan | Op::GatedDeltaNet => {
             return Err(ctx.unsupported("not implemented in the webgpu backend yet"))
         }
     };
@@ -275,5 +284,6 @@ pub(crate) fn all_pipeline_keys() -> Vec<PipelineKey> {
     keys.extend(shape::keys());
     keys.extend(reduce::keys());
     keys.extend(moe::keys());
+    keys.extend(seq::keys());
     keys
 }

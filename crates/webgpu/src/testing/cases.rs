@@ -479,5 +479,6 @@ pub fn cases() -> Vec<Case> {
     super::attn_cases::add(&mut out);
     super::shape_cases::add(&mut out);
     super::reduce_cases::add(&mut out);
+    super::seq_cases::add(&mut out);
     out
 }

@@ -8,6 +8,7 @@ mod attn_cases;
 mod cases;
 mod nn_cases;
 mod reduce_cases;
+mod seq_cases;
 mod shape_cases;
 
 use std::time::{Duration, Instant};
