@@ -7,6 +7,7 @@ pub mod error;
 pub mod generate;
 pub mod perplexity;
 pub mod pull;
+pub mod reference;
 pub mod sampler;
 pub mod session;
 pub mod synth;

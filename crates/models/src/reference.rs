@@ -1,0 +1,131 @@
+//! Checks against the fixtures of the independent numpy reference (`scripts/reference/`):
+//! greedy continuations and top-20 logits of fixed prompts. Shared by the CPU and WebGPU
+//! real-model tests.
+
+use serde::Deserialize;
+use wgllm_core::{Backend, DType};
+use wgllm_gguf::GgufFile;
+
+use crate::error::ModelError;
+use crate::sampler::argmax;
+use crate::session::{Session, SessionConfig};
+
+/// Greedy steps whose reference top-1/top-2 logit gap is below this are near-ties that a
+/// different (correct) summation order may break the other way; greedy comparison stops there.
+pub const NEAR_TIE: f64 = 0.05;
+
+/// A reference fixture (`crates/models/tests/fixtures/reference/<model>.json`), the parts the
+/// checks read.
+#[derive(Debug, Deserialize)]
+pub struct Fixture {
+    pub prompts: Vec<Prompt>,
+}
+
+/// One fixture prompt.
+#[derive(Debug, Deserialize)]
+pub struct Prompt {
+    pub name: String,
+    pub ids: Vec<u32>,
+    pub greedy: Greedy,
+    pub logits: Vec<Logits>,
+}
+
+/// The reference's greedy continuation.
+#[derive(Debug, Deserialize)]
+pub struct Greedy {
+    pub ids: Vec<u32>,
+    pub top2_margins: Vec<f64>,
+}
+
+/// The reference's 20 largest logits at one position of prompt + continuation.
+#[derive(Debug, Deserialize)]
+pub struct Logits {
+    pub position: usize,
+    pub top_ids: Vec<u32>,
+    pub top_logits: Vec<f32>,
+}
+
+impl Fixture {
+    /// Parses a fixture.
+    pub fn parse(json: &str) -> Result<Fixture, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+}
+
+/// How one prompt compared.
+#[derive(Debug, Clone)]
+pub struct PromptReport {
+    pub name: String,
+    /// Greedy steps before the reference's first near-tie (the steps that must agree).
+    pub comparable: usize,
+    /// Leading greedy steps that agree.
+    pub agree: usize,
+    pub steps: usize,
+    /// Largest |logit − reference| over the top-20s of every fixture position.
+    pub max_logit_diff: f32,
+}
+
+/// Runs every prompt of `fixture` (at most `max_prompts`) on `backend`: greedy decoding for as
+/// many steps as the reference has (at most `max_steps`), and the logits at the fixture
+/// positions, with a `kv_dtype` cache.
+pub fn compare(
+    backend: &dyn Backend,
+    file: &GgufFile,
+    fixture: &Fixture,
+    kv_dtype: DType,
+    max_prompts: usize,
+    max_steps: usize,
+) -> Result<Vec<PromptReport>, ModelError> {
+    let cfg = SessionConfig {
+        n_ctx: 128,
+        ubatch: 64,
+        kv_dtype,
+        all_logits: false,
+    };
+    let mut s = Session::new(backend, file, cfg)?;
+    let mut reports = vec![];
+    for p in fixture.prompts.iter().take(max_prompts) {
+        let steps = p.greedy.ids.len().min(max_steps);
+        s.reset();
+        // rows[k] predicts greedy step k (position prompt.len() - 1 + k).
+        let mut rows = s.eval(&p.ids)?;
+        let mut got = vec![];
+        for _ in 0..steps {
+            let t = argmax(&rows[rows.len() - 1]);
+            got.push(t);
+            // Feed the reference's token so later positions stay comparable after a divergence.
+            let next = p.greedy.ids[got.len() - 1];
+            rows.extend(s.eval(&[next])?);
+        }
+        let mut max_logit_diff = 0.0f32;
+        for l in &p.logits {
+            let Some(row) = (l.position + 1)
+                .checked_sub(p.ids.len())
+                .and_then(|k| rows.get(k))
+            else {
+                continue;
+            };
+            for (&id, &want) in l.top_ids.iter().zip(&l.top_logits) {
+                max_logit_diff = max_logit_diff.max((row[id as usize] - want).abs());
+            }
+        }
+        reports.push(PromptReport {
+            name: p.name.clone(),
+            comparable: p
+                .greedy
+                .top2_margins
+                .iter()
+                .take(steps)
+                .position(|&m| m < NEAR_TIE)
+                .unwrap_or(steps),
+            agree: got
+                .iter()
+                .zip(&p.greedy.ids)
+                .take_while(|(a, b)| a == b)
+                .count(),
+            steps,
+            max_logit_diff,
+        });
+    }
+    Ok(reports)
+}
