@@ -5,9 +5,10 @@
 pub enum ModelError {
     #[error("unknown model architecture '{name}'; supported: {supported}")]
     UnknownArchitecture { name: String, supported: String },
-    #[error("model file: {0}")]
+    /// Shown as the GGUF error itself (the CLI adds which file).
+    #[error(transparent)]
     Gguf(#[from] wgllm_gguf::GgufError),
-    #[error("{0}")]
+    #[error(transparent)]
     Graph(#[from] wgllm_core::Error),
     #[error("the model has no tensor '{0}'")]
     MissingTensor(String),

@@ -133,12 +133,7 @@ pub fn model_gguf(
         md.push((format!("{a}.attention.sliding_window"), Value::U32(window)));
     }
     md.push(("tokenizer.ggml.model".into(), Value::String("gpt2".into())));
-    md.push((
-        "tokenizer.ggml.tokens".into(),
-        Value::Array(Array::String(
-            (0..s.n_vocab).map(|i| format!("<tok_{i}>")).collect(),
-        )),
-    ));
+    md.extend(placeholder_vocab(s.n_vocab));
     for (k, v) in md {
         w.add_metadata(k, v)?;
     }
@@ -209,4 +204,41 @@ pub fn model_gguf(
         tensor(&mut w, "output.weight", dtype, &[s.n_embd, s.n_vocab], &v)?;
     }
     Ok(w.to_vec())
+}
+
+/// GPT-2's byte-to-character table: printable bytes stand for themselves, the others map to
+/// U+0100 onwards, so every byte is a visible character.
+fn byte_char(b: u8) -> char {
+    let printable = |b: u8| (33..=126).contains(&b) || (161..=172).contains(&b) || b >= 174;
+    if printable(b) {
+        return b as char;
+    }
+    let rank = (0..b).filter(|&x| !printable(x)).count() as u32;
+    char::from_u32(256 + rank).expect("below U+0200")
+}
+
+/// A placeholder vocabulary of `n` tokens. With room for them (n > 256), the first 256 tokens are
+/// the byte-level BPE bytes (no merges), so any text tokenizes one token per byte, and the last
+/// token is `<|endoftext|>` (control, EOS); otherwise tokens are `<tok_N>`.
+fn placeholder_vocab(n: u64) -> Vec<(String, Value)> {
+    if n <= 256 {
+        let tokens = (0..n).map(|i| format!("<tok_{i}>")).collect();
+        return vec![("tokenizer.ggml.tokens".into(), Value::Array(Array::String(tokens)))];
+    }
+    let tokens: Vec<String> = (0..n)
+        .map(|i| match i {
+            0..=255 => byte_char(i as u8).to_string(),
+            i if i == n - 1 => "<|endoftext|>".to_string(),
+            i => format!("<tok_{i}>"),
+        })
+        .collect();
+    let types: Vec<i32> = (0..n).map(|i| if i == n - 1 { 3 } else { 1 }).collect();
+    vec![
+        ("tokenizer.ggml.pre".into(), Value::String("default".into())),
+        ("tokenizer.ggml.tokens".into(), Value::Array(Array::String(tokens))),
+        ("tokenizer.ggml.token_type".into(), Value::Array(Array::I32(types))),
+        ("tokenizer.ggml.merges".into(), Value::Array(Array::String(vec![]))),
+        ("tokenizer.ggml.eos_token_id".into(), Value::U32((n - 1) as u32)),
+        ("tokenizer.ggml.bos_token_id".into(), Value::U32((n - 1) as u32)),
+    ]
 }

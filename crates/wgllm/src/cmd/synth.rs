@@ -1,0 +1,117 @@
+//! `wgllm synth`: write a GGUF with random weights and the exact tensor shapes of a real model,
+//! to measure speed at real sizes where the real model cannot be downloaded.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args as ClapArgs, ValueEnum};
+use wgllm_core::DType;
+use wgllm_models::synth::{model_gguf, LlamaShape, SynthArch};
+
+/// Real model shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// A tiny llama (2 layers, 64 wide, 300-token byte vocabulary) for tests.
+    Tiny,
+    #[value(name = "smollm2-135m")]
+    Smollm2_135m,
+    #[value(name = "llama-3.2-1b")]
+    Llama32_1b,
+    #[value(name = "llama-3.1-8b")]
+    Llama31_8b,
+    #[value(name = "qwen3-0.6b")]
+    Qwen3_0_6b,
+    #[value(name = "qwen3-8b")]
+    Qwen3_8b,
+    #[value(name = "gemma3-270m")]
+    Gemma3_270m,
+}
+
+impl Preset {
+    /// Architecture and shape of the preset.
+    pub fn shape(self) -> (SynthArch, LlamaShape) {
+        let s = |n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv, rope_base, tied_output| {
+            LlamaShape {
+                n_vocab,
+                n_embd,
+                n_layer,
+                n_ff,
+                n_head,
+                n_head_kv,
+                n_ctx_train: 8192,
+                rope_base,
+                tied_output,
+            }
+        };
+        match self {
+            Preset::Tiny => (SynthArch::Llama, s(300, 64, 2, 128, 4, 2, 10_000.0, false)),
+            Preset::Smollm2_135m => (
+                SynthArch::Llama,
+                s(49_152, 576, 30, 1536, 9, 3, 100_000.0, true),
+            ),
+            Preset::Llama32_1b => (
+                SynthArch::Llama,
+                s(128_256, 2048, 16, 8192, 32, 8, 500_000.0, true),
+            ),
+            Preset::Llama31_8b => (
+                SynthArch::Llama,
+                s(128_256, 4096, 32, 14_336, 32, 8, 500_000.0, false),
+            ),
+            Preset::Qwen3_0_6b => (
+                SynthArch::Qwen3 { head_dim: 128 },
+                s(151_936, 1024, 28, 3072, 16, 8, 1e6, true),
+            ),
+            Preset::Qwen3_8b => (
+                SynthArch::Qwen3 { head_dim: 128 },
+                s(151_936, 4096, 36, 12_288, 32, 8, 1e6, false),
+            ),
+            Preset::Gemma3_270m => (
+                SynthArch::Gemma3 {
+                    head_dim: 256,
+                    window: 512,
+                },
+                s(262_144, 640, 18, 2048, 4, 1, 1e6, true),
+            ),
+        }
+    }
+}
+
+/// Arguments of `wgllm synth`.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// The real model whose shapes to copy.
+    #[arg(long, value_enum)]
+    pub preset: Preset,
+    /// Weight format of the matrices (norms stay f32): q4_0, q4_k, q8_0, f16, …
+    #[arg(long, default_value = "q4_0")]
+    pub dtype: String,
+    /// Seed of the random weights.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output file.
+    #[arg(short = 'o', long)]
+    pub output: PathBuf,
+}
+
+/// Writes the file and reports its size.
+pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
+    let Some(dtype) = DType::from_name(&args.dtype) else {
+        bail!("unknown weight format '{}'", args.dtype);
+    };
+    if !wgllm_core::quant::can_quantize(dtype) {
+        bail!("wgllm cannot quantize to {dtype} (it has no quantizer for that format)");
+    }
+    let (arch, shape) = args.preset.shape();
+    let bytes = model_gguf(arch, &shape, dtype, args.seed)?;
+    std::fs::write(&args.output, &bytes)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    writeln!(
+        out,
+        "{}: {:?} {dtype}, {} bytes",
+        args.output.display(),
+        args.preset,
+        bytes.len()
+    )?;
+    Ok(())
+}

@@ -1,0 +1,180 @@
+//! Runs `wgllm synth`, `run`, `tokenize`, `pull` and `devices` as a user would, on a tiny
+//! synthetic model: it generates on both backends, and every bad input gives one `error:` line and
+//! a non-zero exit.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn wgllm(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wgllm"));
+    c.args(args).env("XDG_RUNTIME_DIR", std::env::temp_dir());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("the wgllm binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+/// A per-test scratch directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!("wgllm-cli-models-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tiny(s: &Scratch) -> String {
+    let path = s.path("tiny.gguf");
+    let o = wgllm(
+        &["synth", "--preset", "tiny", "--dtype", "q8_0", "-o", &path],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    path
+}
+
+/// Exactly one line on stderr, starting with `error: ` and containing `want`; exit code 1.
+fn assert_one_error_line(o: &Output, want: &str) {
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "stdout: {}\nstderr: {}",
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let err = text(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains(want), "expected '{want}' in: {err}");
+}
+
+#[test]
+fn greedy_generation_is_identical_on_cpu_and_webgpu() {
+    let s = Scratch::new("gen");
+    let m = tiny(&s);
+    let run = |backend: &str| {
+        let o = wgllm(
+            &[
+                "run",
+                "-m",
+                &m,
+                "-p",
+                "hello world",
+                "-n",
+                "12",
+                "--temp",
+                "0",
+                "-c",
+                "64",
+                "--backend",
+                backend,
+            ],
+            &[],
+        );
+        assert!(o.status.success(), "{backend}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("t/s"),
+            "speeds on stderr: {}",
+            text(&o.stderr)
+        );
+        o.stdout
+    };
+    let cpu = run("cpu");
+    assert!(!cpu.is_empty());
+    assert_eq!(cpu, run("webgpu"), "the same tokens on both backends");
+}
+
+#[test]
+fn tokenize_prints_one_id_per_line() {
+    let s = Scratch::new("tok");
+    let m = tiny(&s);
+    let o = wgllm(&["tokenize", "-m", &m, "--no-special", "hi!"], &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // The tiny model's vocabulary is one byte-level token per byte.
+    assert_eq!(text(&o.stdout), "104\n105\n33\n");
+}
+
+#[test]
+fn prompt_longer_than_the_context_is_one_error_line() {
+    let s = Scratch::new("ctx");
+    let m = tiny(&s);
+    let o = wgllm(
+        &[
+            "run",
+            "-m",
+            &m,
+            "-p",
+            "a prompt that is far too long",
+            "-c",
+            "8",
+            "--backend",
+            "cpu",
+        ],
+        &[],
+    );
+    assert_one_error_line(&o, "raise --ctx");
+}
+
+#[test]
+fn unknown_architecture_and_corrupt_files_are_one_error_line() {
+    let s = Scratch::new("bad");
+    let m = tiny(&s);
+    let mut bytes = std::fs::read(&m).unwrap();
+    // Rename the architecture in place: "llama" -> "lxama" in the general.architecture value.
+    let at = bytes.windows(5).position(|w| w == b"llama").unwrap();
+    bytes[at + 1] = b'x';
+    let odd = s.path("odd.gguf");
+    std::fs::write(&odd, &bytes).unwrap();
+    let o = wgllm(&["run", "-m", &odd, "-p", "hi", "--backend", "cpu"], &[]);
+    assert_one_error_line(&o, "supported: llama, qwen2, qwen3, gemma3");
+
+    let cut = s.path("cut.gguf");
+    std::fs::write(&cut, &std::fs::read(&m).unwrap()[..4000]).unwrap();
+    let o = wgllm(&["run", "-m", &cut, "-p", "hi", "--backend", "cpu"], &[]);
+    assert_one_error_line(&o, "cut.gguf");
+
+    let o = wgllm(&["run", "-m", &s.path("missing.gguf"), "-p", "hi"], &[]);
+    assert_one_error_line(&o, "neither a file nor a known model");
+}
+
+#[test]
+fn pull_without_python_is_one_error_line() {
+    let s = Scratch::new("pull");
+    let cache = s.path("cache");
+    let o = wgllm(
+        &["pull", "smollm2"],
+        &[("PATH", "/nonexistent"), ("XDG_CACHE_HOME", &cache)],
+    );
+    assert_one_error_line(&o, "python3 was not found");
+    let o = wgllm(&["pull", "llama-9000"], &[("XDG_CACHE_HOME", &cache)]);
+    assert_one_error_line(&o, "known models: smollm2, gemma3-270m");
+}
+
+#[test]
+fn devices_without_any_adapter_explains_how_to_get_a_driver() {
+    // Point the Vulkan loader and the EGL vendor library (wgpu's GL path) at no driver at all.
+    let o = wgllm(
+        &["devices"],
+        &[
+            ("VK_DRIVER_FILES", "/nonexistent.json"),
+            ("VK_ICD_FILENAMES", "/nonexistent.json"),
+            ("__EGL_VENDOR_LIBRARY_FILENAMES", "/nonexistent.json"),
+        ],
+    );
+    assert_one_error_line(&o, "mesa-vulkan-drivers");
+}
