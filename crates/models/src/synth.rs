@@ -223,7 +223,10 @@ fn byte_char(b: u8) -> char {
 fn placeholder_vocab(n: u64) -> Vec<(String, Value)> {
     if n <= 256 {
         let tokens = (0..n).map(|i| format!("<tok_{i}>")).collect();
-        return vec![("tokenizer.ggml.tokens".into(), Value::Array(Array::String(tokens)))];
+        return vec![(
+            "tokenizer.ggml.tokens".into(),
+            Value::Array(Array::String(tokens)),
+        )];
     }
     let tokens: Vec<String> = (0..n)
         .map(|i| match i {
@@ -235,10 +238,25 @@ fn placeholder_vocab(n: u64) -> Vec<(String, Value)> {
     let types: Vec<i32> = (0..n).map(|i| if i == n - 1 { 3 } else { 1 }).collect();
     vec![
         ("tokenizer.ggml.pre".into(), Value::String("default".into())),
-        ("tokenizer.ggml.tokens".into(), Value::Array(Array::String(tokens))),
-        ("tokenizer.ggml.token_type".into(), Value::Array(Array::I32(types))),
-        ("tokenizer.ggml.merges".into(), Value::Array(Array::String(vec![]))),
-        ("tokenizer.ggml.eos_token_id".into(), Value::U32((n - 1) as u32)),
-        ("tokenizer.ggml.bos_token_id".into(), Value::U32((n - 1) as u32)),
+        (
+            "tokenizer.ggml.tokens".into(),
+            Value::Array(Array::String(tokens)),
+        ),
+        (
+            "tokenizer.ggml.token_type".into(),
+            Value::Array(Array::I32(types)),
+        ),
+        (
+            "tokenizer.ggml.merges".into(),
+            Value::Array(Array::String(vec![])),
+        ),
+        (
+            "tokenizer.ggml.eos_token_id".into(),
+            Value::U32((n - 1) as u32),
+        ),
+        (
+            "tokenizer.ggml.bos_token_id".into(),
+            Value::U32((n - 1) as u32),
+        ),
     ]
 }
