@@ -2,9 +2,9 @@
 //! (`scripts/gen_cpu_fixtures_seq.py`) for GQA + mask + ALiBi + softcap + sinks with f16 and
 //! q8_0/q4_0 K/V read through cache views.
 
-mod common;
-#[path = "fixtures/seq/load.rs"]
-mod load;
+pub mod common;
+#[path = "fixtures/load.rs"]
+pub mod load;
 
 use common::*;
 use wgllm_core::{Backend, DType, Graph, TensorId};
@@ -197,7 +197,7 @@ fn swap12(data: &[f32], ne: [u64; 4]) -> Vec<f32> {
 
 #[test]
 fn fixture_flash_attn_f16_gqa_alibi_softcap_sinks() {
-    let f = load::load("flash_attn_f16");
+    let f = load::load("seq", "flash_attn_f16");
     let (q, k, v, m, s) = (
         f.input("q"),
         f.input("k"),
@@ -241,12 +241,12 @@ fn fixture_flash_attn_f16_gqa_alibi_softcap_sinks() {
         &[r],
     );
     // Inputs are exact on the f16 grid; only f32 vs f64 accumulation differs.
-    f.check(&out[0], 2e-6, 1e-5);
+    f.check_abs_rel(&out[0], 2e-6, 1e-5);
 }
 
 #[test]
 fn fixture_flash_attn_q8_0_k_view_q4_0_v() {
-    let f = load::load("flash_attn_q8_q4");
+    let f = load::load("seq", "flash_attn_q8_q4");
     let (q, k, v, m) = (f.input("q"), f.input("k"), f.input("v"), f.input("mask"));
     let [d, nkv, _, _] = k.ne;
     let mut g = Graph::new();
@@ -285,7 +285,7 @@ fn fixture_flash_attn_q8_0_k_view_q4_0_v() {
         &[r],
     );
     // K/V are on the q8_0/q4_0 grids, so re-quantizing them is lossless.
-    f.check(&out[0], 2e-6, 1e-5);
+    f.check_abs_rel(&out[0], 2e-6, 1e-5);
     // Query 1 has every key masked: all its outputs are exactly zero.
     let row_len = (v.ne[0] * q.ne[2]) as usize;
     assert!(out[0][row_len..2 * row_len].iter().all(|&x| x == 0.0));
@@ -356,7 +356,7 @@ fn mul_mat_id_rejects_bad_ids() {
 #[test]
 fn fixture_mul_mat_id_q8_0_experts() {
     for name in ["mul_mat_id", "mul_mat_id_bcast"] {
-        let f = load::load(name);
+        let f = load::load("seq", name);
         let (a, b, ids) = (f.input("experts"), f.input("b"), f.input("ids"));
         let (mut g, [ai, bi, ii, r]) = mul_mat_id_graph(a.ne, DType::Q8_0, b.ne, ids.ne);
         assert_eq!(g.ne(r), f.expected.ne);
@@ -370,6 +370,6 @@ fn fixture_mul_mat_id_q8_0_experts() {
             ],
             &[r],
         );
-        f.check(&out[0], 1e-5, 1e-5);
+        f.check_abs_rel(&out[0], 1e-5, 1e-5);
     }
 }

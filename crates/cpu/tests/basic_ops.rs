@@ -1,6 +1,6 @@
 //! Hand-checked cases for movement, element-wise and mul_mat ops.
 
-mod common;
+pub mod common;
 use common::*;
 use wgllm_core::op::UnaryOp;
 use wgllm_core::{DType, Graph};

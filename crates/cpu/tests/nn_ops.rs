@@ -1,9 +1,9 @@
 //! Norms, soft_max, rope and glu: hand-checked small cases, builder errors, and the numpy
 //! fixtures of `scripts/gen_cpu_fixtures_nn.py`.
 
-mod common;
-#[path = "fixtures/nn/load.rs"]
-mod load;
+pub mod common;
+#[path = "fixtures/load.rs"]
+pub mod load;
 
 use common::*;
 use wgllm_core::op::{GluOp, RopeMode, RopeParams};
@@ -271,7 +271,7 @@ fn builders_reject_bad_shapes_and_dtypes() {
 #[test]
 fn fixtures_norms() {
     for name in ["rms_norm", "norm", "l2_norm"] {
-        let fx = load::load(name);
+        let fx = load::load("nn", name);
         let mut g = Graph::new();
         let (a, ab) = fx.feed(&mut g, "a", DType::F32);
         let eps = fx.f32("eps");
@@ -291,7 +291,7 @@ fn fixtures_soft_max() {
         ("soft_max_alibi_sinks", DType::F16),
         ("soft_max_mask_f32", DType::F32),
     ] {
-        let fx = load::load(name);
+        let fx = load::load("nn", name);
         let mut g = Graph::new();
         let (a, ab) = fx.feed(&mut g, "a", DType::F32);
         let (m, mb) = fx.feed(&mut g, "mask", mask_dtype);
@@ -318,7 +318,7 @@ fn fixtures_rope_every_mode_with_yarn_and_freq_factors() {
         "rope_vision_yarn",
         "rope_neox_plain",
     ] {
-        let fx = load::load(name);
+        let fx = load::load("nn", name);
         let mode = match fx.str("mode") {
             "Normal" => RopeMode::Normal,
             "Neox" => RopeMode::Neox,
@@ -366,7 +366,7 @@ fn fixtures_glu_variants() {
         "glu_split_swiglu",
         "glu_split_swigluoai",
     ] {
-        let fx = load::load(name);
+        let fx = load::load("nn", name);
         let op = match fx.str("op") {
             "Reglu" => GluOp::Reglu,
             "Geglu" => GluOp::Geglu,

@@ -1,6 +1,6 @@
 //! Hand-checked reductions and sorting: sum, sum_rows, cumsum, argmax, argsort, top_k.
 
-mod common;
+pub mod common;
 use common::*;
 use wgllm_core::op::SortOrder;
 use wgllm_core::{DType, Error, Graph};

@@ -2,9 +2,9 @@
 //! numpy fixtures (`scripts/gen_cpu_fixtures_seq.py`) for ssm_scan, gated_delta_net, conv_2d and
 //! im2col with stride/pad/dilation.
 
-mod common;
-#[path = "fixtures/seq/load.rs"]
-mod load;
+pub mod common;
+#[path = "fixtures/load.rs"]
+pub mod load;
 
 use common::*;
 use wgllm_core::{Backend, DType, Graph, TensorId};
@@ -252,7 +252,7 @@ fn solve_tri_two_by_two() {
 #[test]
 fn fixture_ssm_scan_mamba1_and_mamba2() {
     for name in ["ssm_scan_mamba2", "ssm_scan_mamba1"] {
-        let f = load::load(name);
+        let f = load::load("seq", name);
         let mut g = Graph::new();
         let (t, mut inputs) = fixture_inputs(&mut g, &f, &["s", "x", "dt", "A", "B", "C"]);
         let idt = f.input("ids");
@@ -262,28 +262,28 @@ fn fixture_ssm_scan_mamba1_and_mamba2() {
         let r = g.ssm_scan(t[0], t[1], t[2], t[3], t[4], t[5], ids).unwrap();
         assert_eq!(g.ne(r), f.expected.ne);
         let out = run(&mut g, &inputs, &[r]);
-        f.check(&out[0], 1e-5, 1e-5);
+        f.check_abs_rel(&out[0], 1e-5, 1e-5);
     }
 }
 
 #[test]
 fn fixture_gated_delta_net_scalar_gate_and_kda() {
     for name in ["gdn_scalar_gate", "gdn_kda"] {
-        let f = load::load(name);
+        let f = load::load("seq", name);
         let mut g = Graph::new();
         let (t, inputs) = fixture_inputs(&mut g, &f, &["q", "k", "v", "g", "beta", "state"]);
         let r = g
             .gated_delta_net(t[0], t[1], t[2], t[3], t[4], t[5])
             .unwrap();
         let out = run(&mut g, &inputs, &[r]);
-        f.check(&out[0], 1e-5, 1e-5);
+        f.check_abs_rel(&out[0], 1e-5, 1e-5);
     }
 }
 
 #[test]
 fn fixture_conv_2d_and_im2col_with_stride_pad_dilation() {
     for name in ["conv_2d", "im2col_2d", "im2col_1d"] {
-        let f = load::load(name);
+        let f = load::load("seq", name);
         let mut g = Graph::new();
         let (t, inputs) = fixture_inputs(&mut g, &f, &["kernel", "input"]);
         let (s, p, d) = (f.pair("stride"), f.pair("pad"), f.pair("dilation"));
@@ -297,6 +297,6 @@ fn fixture_conv_2d_and_im2col_with_stride_pad_dilation() {
         let out = run(&mut g, &inputs, &[r]);
         // im2col only moves values: exact. conv_2d sums 18 products in f32.
         let tol = if name == "conv_2d" { 1e-5 } else { 0.0 };
-        f.check(&out[0], tol, tol);
+        f.check_abs_rel(&out[0], tol, tol);
     }
 }

@@ -1,9 +1,9 @@
 //! set, concat, repeat, pad, diag, tri, upscale and add_id: hand-checked tiny tensors, builder
 //! errors, and the bilinear/bicubic numpy fixtures of `scripts/gen_cpu_fixtures_nn.py`.
 
-mod common;
-#[path = "fixtures/nn/load.rs"]
-mod load;
+pub mod common;
+#[path = "fixtures/load.rs"]
+pub mod load;
 
 use common::*;
 use wgllm_core::op::{ScaleMode, TriKind};
@@ -246,7 +246,7 @@ fn fixtures_upscale_bilinear_and_bicubic() {
         "upscale_bicubic_align",
         "upscale_bilinear_down",
     ] {
-        let fx = load::load(name);
+        let fx = load::load("nn", name);
         let align_corners = fx.bool("align_corners");
         let mode = match fx.str("mode") {
             "Bilinear" => ScaleMode::Bilinear { align_corners },

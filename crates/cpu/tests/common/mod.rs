@@ -1,5 +1,4 @@
 //! Shared helpers for the CPU backend's op tests: build, run, read back as f32.
-#![allow(dead_code)] // each test binary uses a subset of these helpers
 
 use wgllm_core::{Backend, DType, Graph, TensorId};
 use wgllm_cpu::CpuBackend;
