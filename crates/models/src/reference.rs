@@ -129,3 +129,30 @@ pub fn compare(
     }
     Ok(reports)
 }
+
+/// Prints each report and checks it: greedy tokens agree up to the reference's first near-tie,
+/// logits within `tol`, and at least one prompt compared over `min_steps` or more.
+pub fn verdict(reports: &[PromptReport], tol: f32, min_steps: usize) -> Result<(), String> {
+    for r in reports {
+        println!(
+            "{}: {}/{} greedy tokens agree ({} before a near-tie), logits within {:.2e}",
+            r.name, r.agree, r.steps, r.comparable, r.max_logit_diff
+        );
+        if r.agree < r.comparable {
+            return Err(format!(
+                "{}: greedy tokens diverge at step {}",
+                r.name, r.agree
+            ));
+        }
+        if r.max_logit_diff > tol {
+            return Err(format!(
+                "{}: logits differ by {} (> {tol})",
+                r.name, r.max_logit_diff
+            ));
+        }
+    }
+    if !reports.iter().any(|r| r.comparable >= min_steps) {
+        return Err(format!("no prompt had {min_steps} comparable greedy steps"));
+    }
+    Ok(())
+}

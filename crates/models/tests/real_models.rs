@@ -12,7 +12,7 @@ use wgllm_cpu::CpuBackend;
 use wgllm_gguf::GgufFile;
 use wgllm_models::config::model_cache_dir;
 use wgllm_models::perplexity::perplexity;
-use wgllm_models::reference::{compare, Fixture};
+use wgllm_models::reference::{compare, verdict, Fixture};
 use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::{Session, SessionConfig};
 
@@ -30,28 +30,7 @@ fn model(file: &str) -> GgufFile {
 fn check(file: &str, fixture: &str, kv: DType, tol: f32) {
     let fx = Fixture::parse(fixture).unwrap();
     let reports = compare(&CpuBackend, &model(file), &fx, kv, usize::MAX, usize::MAX).unwrap();
-    for r in &reports {
-        println!(
-            "{}: {}/{} greedy tokens agree ({} before a near-tie), logits within {:.2e}",
-            r.name, r.agree, r.steps, r.comparable, r.max_logit_diff
-        );
-        assert!(
-            r.agree >= r.comparable,
-            "{}: greedy tokens diverge at step {}",
-            r.name,
-            r.agree
-        );
-        assert!(
-            r.max_logit_diff <= tol,
-            "{}: logits differ by {}",
-            r.name,
-            r.max_logit_diff
-        );
-    }
-    assert!(
-        reports.iter().any(|r| r.comparable >= 16),
-        "too few comparable steps"
-    );
+    verdict(&reports, tol, 16).unwrap();
 }
 
 // Tolerances: the reference computes in f32 with f64 reductions from the same dequantized
