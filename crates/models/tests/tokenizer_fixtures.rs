@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use serde_json::Value as Json;
 use wgllm_gguf::GgufFile;
 use wgllm_models::config::model_cache_dir;
-use wgllm_models::tokenizer::{ChatMessage, TokenType, Tokenizer, TokenizerError};
+use wgllm_models::tokenizer::{ChatMessage, TokenType, Tokenizer};
 
 fn fixture(name: &str) -> Json {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -111,7 +111,8 @@ fn smollm2_matches_reference() {
     assert_eq!(tok.token_str(1), Some("<|im_start|>"));
 }
 
-/// Gemma 3 270M: SentencePiece with byte fallback, BOS added, no chat template in the file.
+/// Gemma 3 270M: SentencePiece with byte fallback, BOS added, no chat template in the file (the
+/// built-in Gemma turn format is used).
 #[test]
 #[ignore = "needs the model: `wgllm pull gemma3-270m`"]
 fn gemma3_matches_reference() {
@@ -119,10 +120,29 @@ fn gemma3_matches_reference() {
     let fx = fixture("gemma3.json");
     check_cases(&tok, &fx);
     assert!(fx["chat"].is_null());
-    let err = tok
-        .render_chat(&[ChatMessage::new("user", "hi")], true)
-        .unwrap_err();
-    assert!(matches!(err, TokenizerError::NoChatTemplate), "{err}");
+    let rendered = tok
+        .render_chat(&[ChatMessage::new("user", " hi ")], true)
+        .unwrap();
+    assert_eq!(
+        rendered,
+        "<bos><start_of_turn>user\nhi<end_of_turn>\n<start_of_turn>model\n"
+    );
+    // The reference's chat prompt, rendered with the same template, tokenizes to its ids.
+    let reference: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/reference/gemma3.json")).unwrap();
+    let chat = &reference["prompts"][1];
+    let q = "What is the capital of France? Answer in one sentence.";
+    let text = tok
+        .render_chat(&[ChatMessage::new("user", q)], true)
+        .unwrap();
+    let ids = tok.encode_with(&text, false, true).unwrap();
+    let want: Vec<u32> = chat["ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u32)
+        .collect();
+    assert_eq!(ids, want);
     assert_eq!(tok.vocab_size(), 262_144);
     assert_eq!((tok.bos(), tok.eos()), (Some(2), Some(1)));
     assert!(tok.adds_bos());

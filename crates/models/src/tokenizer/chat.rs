@@ -33,6 +33,12 @@ impl ChatMessage {
 /// (llama.cpp's `chatml` built-in, as transformers writes it).
 pub(crate) const CHATML: &str = "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
+/// Gemma's turn format, for a Gemma model whose file has no template but whose vocabulary has
+/// `<start_of_turn>` (the template google/gemma-3-*-it ship in `tokenizer_config.json`, which
+/// `scripts/reference/gen_fixtures.py` also uses): a system message is prefixed to the first user
+/// turn, and the assistant's role is `model`.
+pub(crate) const GEMMA: &str = "{{ bos_token }}{%- if messages[0]['role'] == 'system' -%}{%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}{%- set loop_messages = messages[1:] -%}{%- else -%}{%- set first_user_prefix = '' -%}{%- set loop_messages = messages -%}{%- endif -%}{%- for message in loop_messages -%}{%- if message['role'] == 'assistant' -%}{%- set role = 'model' -%}{%- else -%}{%- set role = message['role'] -%}{%- endif -%}{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else '') }}{{ message['content'] | trim }}{{ '<end_of_turn>\n' }}{%- endfor -%}{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}";
+
 /// Renders `source` over `messages`.
 pub(crate) fn render(
     source: &str,

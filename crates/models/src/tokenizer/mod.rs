@@ -91,8 +91,8 @@ pub enum TokenizerError {
     #[error("tokenizing: {0}")]
     Encode(String),
     #[error(
-        "the model has no chat template (tokenizer.chat_template) and its vocabulary has no \
-         <|im_start|> token for a ChatML fallback"
+        "the model has no chat template (tokenizer.chat_template) and its vocabulary has neither \
+         <|im_start|> (ChatML) nor <start_of_turn> (Gemma) for a built-in one"
     )]
     NoChatTemplate,
     /// The message includes minijinja's (so it is not also a `source`).
@@ -381,7 +381,8 @@ impl Tokenizer {
 
     /// Renders a conversation with the model's chat template; with `add_generation_prompt`, the
     /// text that opens the assistant's reply is appended. A file without a template falls back to
-    /// ChatML when its vocabulary has `<|im_start|>`, and is an error otherwise.
+    /// ChatML when its vocabulary has `<|im_start|>`, to Gemma's turns when it has
+    /// `<start_of_turn>`, and is an error otherwise.
     pub fn render_chat(
         &self,
         messages: &[ChatMessage],
@@ -390,6 +391,7 @@ impl Tokenizer {
         let source = match &self.chat_template {
             Some(t) => t.as_str(),
             None if self.vocab.id("<|im_start|>").is_some() => chat::CHATML,
+            None if self.vocab.id("<start_of_turn>").is_some() => chat::GEMMA,
             None => return Err(TokenizerError::NoChatTemplate),
         };
         let text = |id: Option<u32>| id.and_then(|i| self.token_str(i)).unwrap_or("");
