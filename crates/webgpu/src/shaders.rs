@@ -6,6 +6,7 @@
 //! declarations and typed load/store helpers for the dtype of each binding, the shared
 //! `common.wgsl`, and `quant.wgsl` when the first source is block-quantized.
 
+use wgllm_core::op::RopeMode;
 use wgllm_core::DType;
 
 use crate::variants::{grid_source, Family};
@@ -57,8 +58,9 @@ pub enum Kernel {
     Norm(NormKind),
     /// `softmax.wgsl`, one workgroup per row; which optional sources are bound.
     SoftMax { mask: bool, sinks: bool },
-    /// `rope.wgsl`: neox pairing or normal, with or without frequency factors.
-    Rope { neox: bool, freq_factors: bool },
+    /// `rope.wgsl`: the mode (pairing and position sections), with or without frequency
+    /// factors.
+    Rope { mode: RopeMode, freq_factors: bool },
     /// `flash_attn.wgsl`, one workgroup per query row and head: which optional sources are
     /// bound, the K head size `d` and the V head size `dv`.
     FlashAttn {
@@ -268,10 +270,14 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             }
             SOFTMAX
         }
-        Kernel::Rope { neox, freq_factors } => {
-            if neox {
-                flags.push("NEOX");
-            }
+        Kernel::Rope { mode, freq_factors } => {
+            flags.extend(match mode {
+                RopeMode::Normal => &[][..],
+                RopeMode::Neox => &["NEOX"],
+                RopeMode::MultiSection => &["NEOX", "MROPE"],
+                RopeMode::InterleavedMultiSection => &["NEOX", "MROPE", "IMROPE"],
+                RopeMode::Vision => &["NEOX", "MROPE", "VISION"],
+            });
             if freq_factors {
                 flags.push("FREQ_FACTORS");
             }

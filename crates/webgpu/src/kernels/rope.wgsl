@@ -1,9 +1,14 @@
-// RoPE (ggml_rope_ext) in the normal and neox modes, with YaRN and optional frequency factors.
-// One invocation per pair slot of a row: slots below n_dims/2 rotate pair k (elements 2k, 2k+1
-// in the normal mode, k and k + n_dims/2 in neox); the rest copy two of the unrotated elements
-// n_dims.. through. Bindings: src0 = x, src1 = positions (i32), src2 = frequency factors, dst.
-// op_u: 0 = n_dims, 1 = slots per row; op_f: 2 = freq_scale, 3 = ext_factor, 4 = attn_factor,
-// 5 = corr low, 6 = corr high, 7 = theta_scale.
+// RoPE (ggml_rope_ext, ggml_rope_multi) with YaRN and optional frequency factors. One
+// invocation per pair slot of a row: slots below `pairs` = rot/2 rotate pair k (elements 2k,
+// 2k+1 in the normal mode, k and k + pairs in the others: neox and the multi-section modes
+// rotate n_dims elements, vision the whole head); the rest copy two of the unrotated elements
+// rot.. through. MROPE reads the angle of pair k from the position section of its sector
+// k mod Σsections (contiguous sections, or t/h/w interleaved with IMROPE); VISION restarts a
+// section's angle at the sector where the section begins (ggml_mrope_cache_init).
+// Bindings: src0 = x, src1 = positions (i32; 4 sections of n_tokens for MROPE), src2 =
+// frequency factors, dst. op_u: 0 = rot (rotated elements), 1 = slots per row, 8..11 =
+// sections; op_f: 2 = freq_scale, 3 = ext_factor, 4 = attn_factor, 5 = corr low, 6 = corr high,
+// 7 = theta_scale.
 
 fn rope_yarn(theta_extrap: f32, k: u32) -> vec2<f32> {
     let freq_scale = op_f(2u);
@@ -20,6 +25,49 @@ fn rope_yarn(theta_extrap: f32, k: u32) -> vec2<f32> {
     return vec2<f32>(cos(theta) * mscale, sin(theta) * mscale);
 }
 
+#if MROPE
+fn section_size(i: u32) -> u32 {
+    return op_u(8u + i);
+}
+
+// The position section (0..3 = t, h, w, e) of a sector.
+fn mrope_section(sector: u32) -> u32 {
+#if IMROPE
+    if (sector % 3u == 1u && sector < 3u * section_size(1u)) {
+        return 1u;
+    }
+    if (sector % 3u == 2u && sector < 3u * section_size(2u)) {
+        return 2u;
+    }
+    if (sector % 3u == 0u && sector < 3u * section_size(0u)) {
+        return 0u;
+    }
+    return 3u;
+#else
+    var end = 0u;
+    for (var i = 0u; i < 3u; i++) {
+        end += section_size(i);
+        if (sector < end) {
+            return i;
+        }
+    }
+    return 3u;
+#endif
+}
+
+// The section whose angle restarts at a sector in the vision mode (4: none), first match wins.
+fn vision_restart(sector: u32) -> u32 {
+    var start = 0u;
+    for (var i = 0u; i < 4u; i++) {
+        if (sector == start) {
+            return i;
+        }
+        start += section_size(i);
+    }
+    return 4u;
+}
+#endif
+
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -33,14 +81,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let n1 = t_ne(0u, 1u);
     let n2 = t_ne(0u, 2u);
     let r = vec4<u32>(0u, row % n1, (row / n1) % n2, row / (n1 * n2));
-    let n_dims = op_u(0u);
+    let pairs = op_u(0u) / 2u;
     let ne0 = t_ne(0u, 0u);
     let src = t_idx(0u, r);
     let od = t_idx(3u, r);
     let s0 = t_nb(0u, 0u);
     let d0 = t_nb(3u, 0u);
-    if (k >= n_dims / 2u) {
-        let e = n_dims + 2u * (k - n_dims / 2u);
+    if (k >= pairs) {
+        let e = 2u * k;
         store_dst(od + e * d0, load_src0(src + e * s0));
         if (e + 1u < ne0) {
             store_dst(od + (e + 1u) * d0, load_src0(src + (e + 1u) * s0));
@@ -48,18 +96,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
     // The angle as ggml builds it: the position times theta_scale once per earlier pair, in f32.
-    var theta = f32(src1[t_idx(1u, vec4<u32>(r.z, 0u, 0u, 0u))]);
     let ts = op_f(7u);
+#if MROPE
+    let sectors = section_size(0u) + section_size(1u) + section_size(2u) + section_size(3u);
+    let sec = mrope_section(k % sectors);
+    let p = f32(src1[t_idx(1u, vec4<u32>(r.z + sec * n2, 0u, 0u, 0u))]);
+    var theta = p;
+    for (var i = 0u; i < k; i++) {
+#if VISION
+        if (vision_restart(i % sectors) == sec) {
+            theta = p;
+        }
+#endif
+        theta *= ts;
+    }
+#if VISION
+    if (vision_restart(k % sectors) == sec) {
+        theta = p;
+    }
+#endif
+#else
+    var theta = f32(src1[t_idx(1u, vec4<u32>(r.z, 0u, 0u, 0u))]);
     for (var i = 0u; i < k; i++) {
         theta *= ts;
     }
+#endif
 #if FREQ_FACTORS
     theta = theta / load_src2(t_idx(2u, vec4<u32>(k, 0u, 0u, 0u)));
 #endif
     let cs = rope_yarn(theta, k);
 #if NEOX
     let a = k;
-    let b = k + n_dims / 2u;
+    let b = k + pairs;
 #else
     let a = 2u * k;
     let b = 2u * k + 1u;

@@ -1,5 +1,5 @@
 //! Neural-network ops: gated linear units (`glu.wgsl`), row normalizations (`norm.wgsl`),
-//! soft_max with mask, ALiBi and sinks (`softmax.wgsl`), RoPE normal/neox (`rope.wgsl`).
+//! soft_max with mask, ALiBi and sinks (`softmax.wgsl`), RoPE in every mode (`rope.wgsl`).
 
 use std::f32::consts::PI;
 
@@ -163,9 +163,9 @@ pub(super) fn soft_max(ctx: &Ctx, scale: f32, max_bias: f32) -> Result<Vec<Dispa
     Ok(vec![per_row(ctx, key, operands, op)?])
 }
 
-fn rope_key(neox: bool, freq_factors: bool, dtype: DType) -> PipelineKey {
+fn rope_key(mode: RopeMode, freq_factors: bool, dtype: DType) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Rope { neox, freq_factors },
+        kernel: Kernel::Rope { mode, freq_factors },
         dtypes: vec![
             dtype,
             DType::I32,
@@ -188,15 +188,8 @@ fn yarn_corr_dims(p: &RopeParams) -> [f32; 2] {
     ]
 }
 
-/// ggml_rope_ext in the normal and neox modes: `srcs = [x, positions, freq_factors?]`.
+/// ggml_rope_ext and ggml_rope_multi in every mode: `srcs = [x, positions, freq_factors?]`.
 pub(super) fn rope(ctx: &Ctx, p: &RopeParams) -> Result<Vec<Dispatch>> {
-    let neox = match p.mode {
-        RopeMode::Normal => false,
-        RopeMode::Neox => true,
-        RopeMode::MultiSection | RopeMode::InterleavedMultiSection | RopeMode::Vision => {
-            return Err(ctx.unsupported(format!("rope mode {:?} not implemented yet", p.mode)))
-        }
-    };
     let (x, pos, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.out());
     let ff = ctx.node.opt_src(2).map(|_| ctx.src(2)).transpose()?;
     ctx.require(
@@ -208,8 +201,15 @@ pub(super) fn rope(ctx: &Ctx, p: &RopeParams) -> Result<Vec<Dispatch>> {
     )?;
     ctx.require_f16(&[x.dtype])?;
     let ne0 = x.layout.ne[0];
-    let n_dims = u64::from(p.n_dims);
-    let slots = n_dims / 2 + (ne0 - n_dims).div_ceil(2);
+    // Rotated elements: n_dims, or the whole head in the vision mode (n_dims = head_dim / 2).
+    let rot = match p.mode {
+        RopeMode::Vision => 2 * u64::from(p.n_dims),
+        _ => u64::from(p.n_dims),
+    };
+    if rot > ne0 {
+        return Err(ctx.unsupported(format!("{rot} rotated elements in rows of {ne0}")));
+    }
+    let slots = rot / 2 + (ne0 - rot).div_ceil(2);
     let [low, high] = yarn_corr_dims(p);
     let theta_scale = p.freq_base.powf(-2.0 / p.n_dims as f32);
     let mut op = words(&[
@@ -222,9 +222,10 @@ pub(super) fn rope(ctx: &Ctx, p: &RopeParams) -> Result<Vec<Dispatch>> {
         high,
         theta_scale,
     ]);
-    op[0] = p.n_dims;
+    op[0] = ctx.items(rot)?;
     op[1] = ctx.items(slots)?;
-    let key = rope_key(neox, ff.is_some(), x.dtype);
+    op[8..12].copy_from_slice(&p.sections);
+    let key = rope_key(p.mode, ff.is_some(), x.dtype);
     let items = slots * x.layout.nrows();
     let operands = vec![x.clone(), pos, ff.unwrap_or(x), dst];
     Ok(vec![ctx.per_item(key, operands, op, items)?])
@@ -246,9 +247,15 @@ pub(super) fn keys() -> Vec<PipelineKey> {
     let mut keys = Vec::new();
     for d in [DType::F32, DType::F16] {
         keys.extend(glus.iter().map(|&op| glu_key(glu_expr(op).0, d)));
-        for neox in [false, true] {
+        for mode in [
+            RopeMode::Normal,
+            RopeMode::Neox,
+            RopeMode::MultiSection,
+            RopeMode::InterleavedMultiSection,
+            RopeMode::Vision,
+        ] {
             for ff in [false, true] {
-                keys.push(rope_key(neox, ff, d));
+                keys.push(rope_key(mode, ff, d));
             }
         }
     }

@@ -1,6 +1,6 @@
 //! Op-table cases of the neural-network ops: GLU (fused halves, swapped, split), rms_norm,
 //! norm, l2_norm, soft_max (masks, ALiBi, sinks) and RoPE (normal, neox, YaRN, frequency
-//! factors, partial rotation).
+//! factors, partial rotation; multi-section, interleaved multi-section and vision).
 
 use wgllm_core::op::{GluOp, RopeMode, RopeParams};
 use wgllm_core::{DType, Graph, Result, TensorId};
@@ -242,10 +242,73 @@ fn rope_cases(out: &mut Vec<Case>) {
     }
 }
 
+/// The multi-section and vision modes: x `[head_dim, 3 heads, 5 tokens, 2 batches]`, four
+/// positions per token, model-sized and odd sections (sectors wrap when the sections sum to less
+/// than the rotated pairs), each with and without YaRN and frequency factors. Tolerance as the
+/// other modes: the same f32 angle recurrence, GPU sin/cos not correctly rounded.
+fn rope_multi_cases(out: &mut Vec<Case>) {
+    // (mode, head_dim, n_dims, sections)
+    let specs = [
+        (RopeMode::MultiSection, 128u64, 128u32, [16u32, 24, 24, 0]),
+        (RopeMode::MultiSection, 37, 24, [3, 4, 2, 1]),
+        (RopeMode::InterleavedMultiSection, 128, 128, [24, 20, 20, 0]),
+        (RopeMode::InterleavedMultiSection, 35, 20, [4, 3, 2, 1]),
+        (RopeMode::Vision, 64, 32, [16, 16, 0, 0]),
+        (RopeMode::Vision, 36, 18, [5, 3, 0, 1]),
+    ];
+    for (mode, hd, n_dims, sections) in specs {
+        for dtype in [DType::F32, DType::F16] {
+            for yarn_ff in [false, true] {
+                let desc = format!(
+                    "ROPE {mode:?} {dtype} head_dim={hd} n_dims={n_dims} sections={sections:?} yarn+ff={yarn_ff} batch=2"
+                );
+                let tol = f16_tol(dtype, 1e-9);
+                out.push(case("ROPE", desc, tol, move |g, rng| {
+                    let mut b = Built::default();
+                    let x = input(g, rng, &mut b, dtype, [hd, 3, 5, 2], -2.0, 2.0)?;
+                    let pos = input(g, rng, &mut b, DType::I32, [20, 1, 1, 1], 0.0, 50.0)?;
+                    let pairs = match mode {
+                        RopeMode::Vision => u64::from(n_dims),
+                        _ => u64::from(n_dims) / 2,
+                    };
+                    let f = match yarn_ff {
+                        true => Some(input(
+                            g,
+                            rng,
+                            &mut b,
+                            DType::F32,
+                            [pairs, 1, 1, 1],
+                            1.0,
+                            3.0,
+                        )?),
+                        false => None,
+                    };
+                    let p = RopeParams {
+                        mode,
+                        n_dims,
+                        sections,
+                        n_ctx_orig: 4096,
+                        freq_base: 10000.0,
+                        freq_scale: if yarn_ff { 0.25 } else { 1.0 },
+                        ext_factor: if yarn_ff { 1.0 } else { 0.0 },
+                        attn_factor: 1.0,
+                        beta_fast: 32.0,
+                        beta_slow: 1.0,
+                    };
+                    let r = g.rope(x, pos, f, p)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                }));
+            }
+        }
+    }
+}
+
 /// Appends the neural-network cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     glu_cases(out);
     norm_cases(out);
     soft_max_cases(out);
     rope_cases(out);
+    rope_multi_cases(out);
 }
