@@ -205,7 +205,11 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         head.push_str("enable f16;\n\n");
     }
     for (k, &dt) in key.dtypes.iter().enumerate() {
-        let elem = wgsl_elem(dt).ok_or_else(|| format!("no WGSL type for {dt}"))?;
+        let mut elem = wgsl_elem(dt).ok_or_else(|| format!("no WGSL type for {dt}"))?;
+        // set_rows writes blocks that share words with their neighbours (see set_rows.wgsl).
+        if key.kernel == Kernel::SetRows && k + 1 == n && dt.is_quantized() {
+            elem = "atomic<u32>";
+        }
         head.push_str(&format!(
             "@group(0) @binding({}) var<storage, read_write> {}: array<{elem}>;\n",
             k + 1,
@@ -312,6 +316,14 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         Kernel::SetRows => {
             if key.dtypes.get(1) == Some(&DType::I64) {
                 flags.push("IDX_I64");
+            }
+            let dst = key.dtypes[n - 1];
+            if dst.is_quantized() {
+                flags.push("QUANT_DST");
+                if dst == DType::Q8_0 {
+                    flags.push("Q8_0");
+                }
+                vars.push(("DST_TYPE_SIZE", dst.type_size().to_string()));
             }
             SET_ROWS
         }

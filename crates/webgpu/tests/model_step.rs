@@ -1,6 +1,7 @@
 //! A tiny synthetic llama run through `Session` on the WebGPU backend against the same session on
 //! the CPU: an 11-token prompt in chunks of at most 8 (8 + 2 + 1), then 5 single-token decode
-//! steps, with an f16 KV cache, for Q8_0 and Q4_1 weights.
+//! steps, with an f16 KV cache, for Q8_0 and Q4_1 weights, and with a q8_0 KV cache (rows
+//! quantized on the device by set_rows).
 //!
 //! Tolerance: both backends decode the same weight blocks and KV bytes to the same f32 values; the
 //! logits differ by summation order (matmul, attention) and by WGSL's transcendental functions,
@@ -19,10 +20,11 @@ use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
 const PROMPT: [u32; 11] = [1, 5, 9, 3, 77, 12, 40, 2, 95, 0, 33];
 const MAX_NMSE: f64 = 1e-6;
 
-fn tiny(dtype: DType) -> GgufFile {
+/// `n_embd` 64 gives heads of 16; a q8_0 cache needs rows of whole 32-value blocks (128).
+fn tiny(dtype: DType, n_embd: u64) -> GgufFile {
     let shape = LlamaShape {
         n_vocab: 96,
-        n_embd: 64,
+        n_embd,
         n_layer: 2,
         n_ff: 128,
         n_head: 4,
@@ -46,13 +48,14 @@ fn argmax(v: &[f32]) -> u32 {
     best as u32
 }
 
-fn compare(weights: DType) {
+fn compare(weights: DType, kv_dtype: DType) {
     let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
-    let f = tiny(weights);
+    let n_embd = if kv_dtype.is_quantized() { 128 } else { 64 };
+    let f = tiny(weights, n_embd);
     let cfg = SessionConfig {
         n_ctx: 32,
         ubatch: 8,
-        kv_dtype: DType::F16,
+        kv_dtype,
         all_logits: false,
     };
     let mut cpu = Session::new(&CpuBackend, &f, cfg).unwrap_or_else(|e| panic!("{e}"));
@@ -63,7 +66,7 @@ fn compare(weights: DType) {
         let (w, g) = (&want[0], &got[0]);
         let err = nmse(g, w);
         println!(
-            "{weights} step {step} (n_past {}): NMSE {err:.3e}",
+            "{weights}, {kv_dtype} cache, step {step} (n_past {}): NMSE {err:.3e}",
             wg.n_past()
         );
         assert!(err < MAX_NMSE, "{weights} step {step}: NMSE {err:e}");
@@ -80,10 +83,15 @@ fn compare(weights: DType) {
 
 #[test]
 fn q8_0_llama_session_matches_cpu() {
-    compare(DType::Q8_0);
+    compare(DType::Q8_0, DType::F16);
 }
 
 #[test]
 fn q4_1_llama_session_matches_cpu() {
-    compare(DType::Q4_1);
+    compare(DType::Q4_1, DType::F16);
+}
+
+#[test]
+fn q8_0_kv_cache_session_matches_cpu() {
+    compare(DType::Q8_0, DType::Q8_0);
 }

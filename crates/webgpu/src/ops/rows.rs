@@ -1,5 +1,6 @@
 //! Row gathers and scatters: get_rows (any table dtype the kernels decode, quantized blocks
-//! included) and set_rows (f32 rows into f32/f16 tables, i32 or i64 indices).
+//! included) and set_rows (f32 rows into f32, f16, q8_0 or q4_0 tables, i32 or i64 indices;
+//! quantized rows are encoded in the kernel, one invocation per 32-value block).
 
 use wgllm_core::{DType, Result};
 
@@ -30,6 +31,9 @@ pub(crate) const QUANTS: [DType; 21] = [
     DType::MXFP4,
     DType::Q8_K,
 ];
+
+/// Destination dtypes set_rows writes.
+const SET_ROWS_DST: [DType; 4] = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0];
 
 /// Table dtypes get_rows reads into f32.
 fn get_rows_table(d: DType) -> bool {
@@ -78,12 +82,13 @@ pub(super) fn set_rows(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     let (src, idx, dst) = (ctx.src(1)?, ctx.src(2)?, ctx.out());
     ctx.require(
         src.dtype == DType::F32
-            && matches!(dst.dtype, DType::F32 | DType::F16)
+            && SET_ROWS_DST.contains(&dst.dtype)
             && matches!(idx.dtype, DType::I32 | DType::I64),
-        "f32 rows into f32 or f16, with i32 or i64 indices",
+        "f32 rows into f32, f16, q8_0 or q4_0, with i32 or i64 indices",
     )?;
     ctx.require_f16(&[dst.dtype])?;
-    let n = src.layout.nelements();
+    // One work item per value, or per block of a quantized destination.
+    let n = src.layout.nelements() / dst.dtype.block_size() as u64;
     let key = set_rows_key(idx.dtype, dst.dtype);
     Ok(vec![ctx.per_item(key, vec![src, idx, dst], [0; 12], n)?])
 }
@@ -97,7 +102,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .collect();
     keys.push(get_rows_key(DType::I32, DType::I32));
     for idx in [DType::I32, DType::I64] {
-        for dst in [DType::F32, DType::F16] {
+        for dst in SET_ROWS_DST {
             keys.push(set_rows_key(idx, dst));
         }
     }

@@ -408,6 +408,86 @@ fn set_rows_cases(out: &mut Vec<Case>) {
     }
 }
 
+/// set_rows into a block-quantized cache, encoded on the device: row lengths of 1, 2 and 3 blocks
+/// (odd block counts put rows at offsets that are not whole words), 1 to 7 rows, and views of
+/// a cache (one layer of three; the middle block of every row). Exact: the device must produce
+/// the reference's bytes.
+fn set_rows_quant_cases(out: &mut Vec<Case>) {
+    for dst in [DType::Q8_0, DType::Q4_0] {
+        for idx_t in [DType::I32, DType::I64] {
+            for (ne0, rows) in [(32u64, 1u64), (64, 4), (96, 7)] {
+                let name =
+                    format!("SET_ROWS f32 [{ne0},{rows},2] into {dst} [{ne0},9,2] by {idx_t}");
+                out.push(case("SET_ROWS", name, EXACT, move |g, rng| {
+                    let mut b = Built::default();
+                    let s = g.state("s", dst, [ne0, 9, 2, 1])?;
+                    b.states
+                        .push((s, random_bytes(rng, dst, ne0 * 18, -1.0, 1.0)?));
+                    let src = input(g, rng, &mut b, DType::F32, [ne0, rows, 2, 1], -3.0, 3.0)?;
+                    let idx = g.input("idx", idx_t, [rows, 2, 1, 1])?;
+                    let mut ids = distinct_rows(rng, 9, rows as usize, idx_t);
+                    ids.extend(distinct_rows(rng, 9, rows as usize, idx_t));
+                    b.inputs.push((idx, ids));
+                    let r = g.set_rows(s, src, idx)?;
+                    g.mark_output(r)?;
+                    Ok(b)
+                }));
+            }
+            let name = format!("SET_ROWS f32 [32,3] into {dst} view [32,9] of [96,9,3] by {idx_t}");
+            out.push(case("SET_ROWS", name, EXACT, move |g, rng| {
+                let mut b = Built::default();
+                let s = g.state("s", dst, [96, 9, 3, 1])?;
+                b.states
+                    .push((s, random_bytes(rng, dst, 96 * 27, -1.0, 1.0)?));
+                let nb = g.node(s).layout.nb;
+                let layer = g.view(s, [96, 9, 1, 1], nb, nb[2])?;
+                let mid = g.view(s, [32, 9, 1, 1], nb, nb[2] + nb[0])?;
+                let src = input(g, rng, &mut b, DType::F32, [32, 3, 1, 1], -3.0, 3.0)?;
+                let idx = g.input("idx", idx_t, [3, 1, 1, 1])?;
+                b.inputs.push((idx, distinct_rows(rng, 9, 3, idx_t)));
+                let w = g.set_rows(mid, src, idx)?;
+                g.mark_output(w)?;
+                let src2 = input(g, rng, &mut b, DType::F32, [96, 2, 1, 1], -3.0, 3.0)?;
+                let idx2 = g.input("idx2", idx_t, [2, 1, 1, 1])?;
+                b.inputs.push((idx2, distinct_rows(rng, 9, 2, idx_t)));
+                let w2 = g.set_rows(layer, src2, idx2)?;
+                g.mark_output(w2)?;
+                Ok(b)
+            }));
+        }
+    }
+    // Values the rounding rules disagree on: exact halves, zeros, one large value, tiny values
+    // whose scale is an f16 subnormal.
+    out.push(case(
+        "SET_ROWS",
+        "SET_ROWS f32 [32,4] into q8_0 edge values".into(),
+        EXACT,
+        |g, _rng| {
+            let mut b = Built::default();
+            let s = g.state("s", DType::Q8_0, [32, 4, 1, 1])?;
+            let src = g.input("src", DType::F32, [32, 4, 1, 1])?;
+            let mut v = Vec::new();
+            v.extend((0..32).map(|j| j as f32 - 15.5));
+            v.extend([0.0f32; 32]);
+            v.extend((0..32).map(|j| if j == 5 { 1e4 } else { j as f32 * 0.5 - 8.0 }));
+            v.extend((0..32).map(|j| (j as f32 - 16.0) * 1e-7));
+            b.inputs
+                .push((src, v.iter().flat_map(|x| x.to_le_bytes()).collect()));
+            let idx = g.input("idx", DType::I32, [4, 1, 1, 1])?;
+            b.inputs.push((
+                idx,
+                [2i32, 0, 3, 1]
+                    .iter()
+                    .flat_map(|x| x.to_le_bytes())
+                    .collect(),
+            ));
+            let r = g.set_rows(s, src, idx)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
+}
+
 fn mul_mat_cases(out: &mut Vec<Case>) {
     let weights = [DType::F32, DType::F16, DType::BF16]
         .into_iter()
@@ -474,6 +554,7 @@ pub fn cases() -> Vec<Case> {
     copy_cases(&mut out);
     get_rows_cases(&mut out);
     set_rows_cases(&mut out);
+    set_rows_quant_cases(&mut out);
     mul_mat_cases(&mut out);
     super::nn_cases::add(&mut out);
     super::attn_cases::add(&mut out);
