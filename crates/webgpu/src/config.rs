@@ -40,6 +40,11 @@ pub struct WebGpuConfig {
     /// Also request wgpu's experimental features (cooperative matrix) when the adapter offers
     /// them. They are unsafe by wgpu's own account, so they stay off unless asked for.
     pub experimental_features: bool,
+    /// Lowers the largest storage binding the backend uses below the device's
+    /// `max_storage_buffer_binding_size` (never raises it). A testing and tuning knob: tests set
+    /// a few KiB to exercise, on any adapter, the split of oversized get_rows tables and mul_mat
+    /// weights into windows of rows that real models need on devices with a 128 MiB limit.
+    pub max_binding_bytes: Option<u64>,
 }
 
 impl Default for WebGpuConfig {
@@ -50,6 +55,7 @@ impl Default for WebGpuConfig {
             dispatches_per_pass: 1024,
             dispatches_per_submit: 4096,
             experimental_features: false,
+            max_binding_bytes: None,
         }
     }
 }

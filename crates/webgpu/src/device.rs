@@ -56,6 +56,9 @@ pub struct Capabilities {
     pub cooperative_matrix: bool,
     /// The limits the device was created with (the adapter's own).
     pub limits: wgpu::Limits,
+    /// Largest storage binding the planner uses: `limits.max_storage_buffer_binding_size`, or
+    /// [`WebGpuConfig::max_binding_bytes`] when that is lower.
+    pub binding_limit: u64,
 }
 
 /// Features the backend uses when offered, with their display names.
@@ -268,6 +271,11 @@ impl Gpu {
             cooperative_matrix_offered: offered
                 .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
             cooperative_matrix: features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            binding_limit: config
+                .max_binding_bytes
+                .map_or(limits.max_storage_buffer_binding_size, |b| {
+                    b.min(limits.max_storage_buffer_binding_size)
+                }),
             limits,
         };
         Ok(Gpu {

@@ -1,12 +1,12 @@
 //! Matrix products: mul_mat with weights in f32, f16, bf16 or any block format `quant.wgsl`
 //! decodes (decoded in registers, never into a scratch buffer), f32 accumulation, batched with
-//! the weight broadcast over the activation's dims 2 and 3.
+//! the weight broadcast over the activation's dims 2 and 3; a weight over the binding limit is
+//! split into windows of rows (see `windows.rs`).
 
 use wgllm_core::{DType, Result};
 
 use super::rows::QUANTS;
-use super::Ctx;
-use super::Dispatch;
+use super::{windows, Ctx, Dispatch};
 use crate::shaders::{Kernel, PipelineKey};
 
 /// Invocations per mul_mat workgroup (a power of two: the reduction halves it).
@@ -37,30 +37,39 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     )?;
     ctx.require_f16(&[a.dtype, b.dtype])?;
     let (ea, eb) = (a.layout.ne, b.layout.ne);
-    let (k, m, n) = (ea[0], ea[1], eb[1]);
+    let (k, n) = (ea[0], eb[1]);
     let tiles = n.div_ceil(u64::from(TN));
-    let op = [
-        ctx.items(k)?,
-        ctx.items(m)?,
-        ctx.items(n)?,
-        ctx.items(eb[2] / ea[2])?,
-        ctx.items(eb[3] / ea[3])?,
-        ctx.items(tiles)?,
-        0,
-        0,
-        0,
-        0,
-        0,
-        0,
-    ];
-    let groups = ctx.grid(m * tiles, eb[2] * eb[3])?;
-    Ok(vec![Dispatch {
-        key: key(a.dtype, b.dtype),
-        operands: vec![a, b, dst],
-        op_words: op,
-        items: ctx.items(m * n * eb[2] * eb[3])?,
-        groups,
-    }])
+    // A weight over the binding limit runs as one dispatch per window of its rows, each writing
+    // the matching rows (dim 0) of the result.
+    let mut out = Vec::new();
+    for w in windows::row_windows(ctx, &a)? {
+        let m = w.operand.layout.ne[1];
+        let mut d = dst.clone();
+        d.layout.ne[0] = m;
+        d.layout.offset += w.first_row * d.layout.nb[0];
+        let op = [
+            ctx.items(k)?,
+            ctx.items(m)?,
+            ctx.items(n)?,
+            ctx.items(eb[2] / ea[2])?,
+            ctx.items(eb[3] / ea[3])?,
+            ctx.items(tiles)?,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        out.push(Dispatch {
+            key: key(a.dtype, b.dtype),
+            operands: vec![w.operand, b.clone(), d],
+            op_words: op,
+            items: ctx.items(m * n * eb[2] * eb[3])?,
+            groups: ctx.grid(m * tiles, eb[2] * eb[3])?,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

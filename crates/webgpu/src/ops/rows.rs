@@ -4,7 +4,7 @@
 
 use wgllm_core::{DType, Result};
 
-use super::{Ctx, Dispatch, WG_ELEMENTWISE};
+use super::{windows, Ctx, Dispatch, WG_ELEMENTWISE};
 use crate::shaders::{Kernel, PipelineKey};
 
 /// Block-quantized dtypes `quant.wgsl` decodes.
@@ -69,12 +69,20 @@ pub(super) fn get_rows(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     ctx.require_f16(&[table.dtype])?;
     let n = dst.layout.nelements();
     let key = get_rows_key(table.dtype, dst.dtype);
-    Ok(vec![ctx.per_item(
-        key,
-        vec![table, idx, dst],
-        [0; 12],
-        n,
-    )?])
+    // One dispatch per window of table rows (one unless the table is over the binding limit).
+    windows::row_windows(ctx, &table)?
+        .into_iter()
+        .map(|w| {
+            let mut op = [0; 12];
+            op[0] = ctx.items(w.first_row)?;
+            ctx.per_item(
+                key.clone(),
+                vec![w.operand, idx.clone(), dst.clone()],
+                op,
+                n,
+            )
+        })
+        .collect()
 }
 
 /// ggml_set_rows: `srcs = [dst, src, idx]`, in place into dst's storage.
