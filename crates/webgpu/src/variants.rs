@@ -1,8 +1,8 @@
 //! The kernel families added after the first library: shape gathers (`shape.wgsl`), upscale
 //! (`upscale.wgsl`), reductions and sorting (`reduce.wgsl`), the expert matmul
-//! (`mul_mat_id.wgsl`), sequence and convolution kernels (`seq.wgsl`), and the codebook
-//! decoders of the IQ formats (`quant_grid.wgsl`, with their grids emitted from
-//! `wgllm_core::quant::iq_grid` at template time, never copied by hand).
+//! (`mul_mat_id.wgsl`), sequence and convolution kernels (`seq.wgsl`), recurrent scans
+//! (`scan.wgsl`), and the codebook decoders of the IQ formats (`quant_grid.wgsl`, with their
+//! grids emitted from `wgllm_core::quant::iq_grid` at template time, never copied by hand).
 //!
 //! Each kind says which `#if` flags and `{{NAME}}` values its variant sets; `shaders::source`
 //! calls [`Family::configure`] for the body.
@@ -15,6 +15,7 @@ const UPSCALE: &str = include_str!("kernels/upscale.wgsl");
 const REDUCE: &str = include_str!("kernels/reduce.wgsl");
 const MUL_MAT_ID: &str = include_str!("kernels/mul_mat_id.wgsl");
 const SEQ: &str = include_str!("kernels/seq.wgsl");
+const SCAN: &str = include_str!("kernels/scan.wgsl");
 const QUANT_GRID: &str = include_str!("kernels/quant_grid.wgsl");
 
 /// Words per codebook table (see [`grid_source`]).
@@ -56,13 +57,17 @@ pub enum ReduceKind {
     },
 }
 
-/// The kernels of `seq.wgsl`.
+/// The kernels of `seq.wgsl` and the recurrent scans of `scan.wgsl`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SeqKind {
     SsmConv,
     Conv2d,
     Im2Col,
     SolveTri,
+    /// One invocation per channel, its state row in the result.
+    SsmScan,
+    /// Workgroups of S invocations, one state column each.
+    GatedDeltaNet,
 }
 
 /// A kernel family of this module and its variant.
@@ -116,13 +121,16 @@ impl Family {
             }
             Family::MulMatId => MUL_MAT_ID,
             Family::Seq(k) => {
-                flags.push(match k {
-                    SeqKind::SsmConv => "SSM_CONV",
-                    SeqKind::Conv2d => "CONV_2D",
-                    SeqKind::Im2Col => "IM2COL",
-                    SeqKind::SolveTri => "SOLVE_TRI",
-                });
-                SEQ
+                let (flag, body) = match k {
+                    SeqKind::SsmConv => ("SSM_CONV", SEQ),
+                    SeqKind::Conv2d => ("CONV_2D", SEQ),
+                    SeqKind::Im2Col => ("IM2COL", SEQ),
+                    SeqKind::SolveTri => ("SOLVE_TRI", SEQ),
+                    SeqKind::SsmScan => ("SSM_SCAN", SCAN),
+                    SeqKind::GatedDeltaNet => ("GATED_DELTA_NET", SCAN),
+                };
+                flags.push(flag);
+                body
             }
         }
     }

@@ -13,7 +13,6 @@ mod rows;
 mod seq;
 mod shape;
 mod top_k;
-mod windows;
 
 use wgllm_core::graph::dtypes_str;
 use wgllm_core::{DType, Error, Graph, Layout, Node, Op, Result, TensorId};
@@ -257,11 +256,13 @@ fn check_operand(ctx: &Ctx, o: &Operand) -> Result<()> {
     {
         return Err(ctx.unsupported(format!("{} rows must be contiguous", o.dtype)));
     }
-    let max = ctx.caps.binding_limit;
-    if !windows::fits(ctx, o) || l.span_bytes(o.dtype) > u64::from(u32::MAX) {
+    let align = u64::from(ctx.caps.limits.min_storage_buffer_offset_alignment);
+    let window = l.span_bytes(o.dtype) + align;
+    let max = ctx.caps.limits.max_storage_buffer_binding_size;
+    if window > max || window > u64::from(u32::MAX) {
         let name = &ctx.graph.node(o.tensor).name;
         return Err(ctx.unsupported(format!(
-            "tensor '{name}' spans {} bytes, over the binding limit of {max} (max_storage_buffer_binding_size, or WebGpuConfig::max_binding_bytes); only get_rows tables and mul_mat weights are split into windows",
+            "tensor '{name}' spans {} bytes, over this device's max_storage_buffer_binding_size of {max} (binding windows are not split yet)",
             l.span_bytes(o.dtype)
         )));
     }

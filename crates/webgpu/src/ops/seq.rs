@@ -1,5 +1,6 @@
 //! Sequence and convolution ops (`seq.wgsl`): ssm_conv (f32), conv_2d and im2col (f32 or f16
-//! sources and results, as ggml's WebGPU table), solve_tri (f32, all eight forms).
+//! sources and results, as ggml's WebGPU table), solve_tri (f32, all eight forms); the
+//! recurrent scans (`scan.wgsl`): ssm_scan (Mamba-1 and Mamba-2) and gated_delta_net (f32).
 
 use wgllm_core::{DType, Layout, Result};
 
@@ -136,11 +137,130 @@ pub(super) fn solve_tri(ctx: &Ctx, left: bool, lower: bool, uni: bool) -> Result
     Ok(vec![ctx.per_item(pk, vec![a, b, dst], op, n)?])
 }
 
+/// Invocations per workgroup of ssm_scan (channels of one sequence).
+const WG_SCAN: u32 = 64;
+
+fn all_f32(ops: &[&Operand]) -> bool {
+    ops.iter().all(|o| o.dtype == DType::F32)
+}
+
+/// ggml_ssm_scan: `srcs = [s, x, dt, A, B, C, ids]`, one workgroup per block of `WG_SCAN`
+/// channels (head, row) and sequence.
+pub(super) fn ssm_scan(ctx: &Ctx) -> Result<Vec<Dispatch>> {
+    let srcs = (0..7).map(|i| ctx.src(i)).collect::<Result<Vec<_>>>()?;
+    let dst = ctx.out();
+    ctx.require(
+        all_f32(&[
+            &srcs[0], &srcs[1], &srcs[2], &srcs[3], &srcs[4], &srcs[5], &dst,
+        ]) && srcs[6].dtype == DType::I32,
+        "f32 with i32 ids",
+    )?;
+    let [d_state, _, _, n_rs] = srcs[0].layout.ne;
+    let [head_dim, n_head, n_tokens, n_seqs] = srcs[1].layout.ne;
+    let n_group = srcs[4].layout.ne[1];
+    let y_len = srcs[1].layout.nelements();
+    let mut op = [0; 12];
+    for (w, v) in op.iter_mut().zip([
+        head_dim,
+        n_head,
+        d_state,
+        n_tokens,
+        n_head / n_group.max(1),
+        y_len,
+        n_rs,
+    ]) {
+        *w = ctx.items(v)?;
+    }
+    let channels = head_dim * n_head;
+    let mut operands = srcs;
+    operands.push(dst);
+    Ok(vec![Dispatch {
+        key: PipelineKey {
+            kernel: Kernel::Family(Family::Seq(SeqKind::SsmScan)),
+            dtypes: ssm_scan_dtypes(),
+            wg: WG_SCAN,
+        },
+        operands,
+        op_words: op,
+        items: ctx.items(channels)?,
+        groups: ctx.grid(channels.div_ceil(u64::from(WG_SCAN)), n_seqs)?,
+    }])
+}
+
+fn ssm_scan_dtypes() -> Vec<DType> {
+    let mut d = vec![DType::F32; 8];
+    d[6] = DType::I32;
+    d
+}
+
+fn gdn_key(s: u32) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::Family(Family::Seq(SeqKind::GatedDeltaNet)),
+        dtypes: vec![DType::F32; 7],
+        wg: s,
+    }
+}
+
+/// ggml_gated_delta_net: `srcs = [q, k, v, g, beta, state]`, one workgroup of S invocations
+/// (one per state column) per value head and sequence.
+pub(super) fn gated_delta_net(ctx: &Ctx) -> Result<Vec<Dispatch>> {
+    let srcs = (0..6).map(|i| ctx.src(i)).collect::<Result<Vec<_>>>()?;
+    let dst = ctx.out();
+    ctx.require(
+        all_f32(&[
+            &srcs[0], &srcs[1], &srcs[2], &srcs[3], &srcs[4], &srcs[5], &dst,
+        ]),
+        "f32",
+    )?;
+    let [s, n_head, n_tokens, n_seqs] = srcs[2].layout.ne;
+    let (eq, ek) = (srcs[0].layout.ne, srcs[1].layout.ne);
+    let l = &ctx.caps.limits;
+    let max_s = u64::from(
+        l.max_compute_invocations_per_workgroup
+            .min(l.max_compute_workgroup_size_x),
+    );
+    if s == 0 || s > max_s {
+        return Err(ctx.unsupported(format!(
+            "head size {s} must be within this device's {max_s} invocations per workgroup"
+        )));
+    }
+    let mut op = [0; 12];
+    for (w, v) in op.iter_mut().zip([
+        n_head,
+        n_tokens,
+        n_seqs,
+        u64::from(srcs[3].layout.ne[0] == s && s > 1),
+        eq[1],
+        ek[1],
+        n_seqs / eq[3].max(1),
+        n_seqs / ek[3].max(1),
+    ]) {
+        *w = ctx.items(v)?;
+    }
+    let mut operands = srcs;
+    operands.push(dst);
+    Ok(vec![Dispatch {
+        key: gdn_key(ctx.items(s)?),
+        operands,
+        op_words: op,
+        items: ctx.items(n_head * n_seqs)?,
+        groups: ctx.grid(n_head, n_seqs)?,
+    }])
+}
+
 #[cfg(test)]
 pub(super) fn keys() -> Vec<PipelineKey> {
     let mut keys = vec![
         key(SeqKind::SsmConv, vec![DType::F32; 3]),
         key(SeqKind::SolveTri, vec![DType::F32; 3]),
+        PipelineKey {
+            kernel: Kernel::Family(Family::Seq(SeqKind::SsmScan)),
+            dtypes: ssm_scan_dtypes(),
+            wg: WG_SCAN,
+        },
+        gdn_key(1),
+        gdn_key(33),
+        gdn_key(128),
     ];
     let floats = [DType::F32, DType::F16];
     for x in floats {

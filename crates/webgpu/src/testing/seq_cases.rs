@@ -6,6 +6,14 @@
 //! accumulate products in the reference's order, but a GPU may fuse multiply-adds, so they get
 //! mul_mat's 1e-9 (f16 results one ulp). solve_tri divides (not correctly rounded on GPUs) and
 //! propagates through n substitution steps: 1e-9.
+//!
+//! ssm_scan (Mamba-1 per-state decays, Mamba-2 per-head decays with grouped B/C, state ids
+//! picking and reordering initial states) and gated_delta_net (per-head and per-row decays,
+//! tiled q/k heads and sequences, S from 1 to 128): each step is a short f32 dot product, but
+//! the GPU's exp and log are not correctly rounded and it may fuse multiply-adds, and the
+//! difference is carried through the tokens. Inputs keep the recurrences contractive as in the
+//! models (negative A, softplus dt; log-decays below 0, beta in [0, 1), unit-norm k), so it does
+//! not grow: mul_mat's 1e-9.
 
 use wgllm_core::{DType, Graph, Result, TensorId};
 
@@ -182,9 +190,120 @@ fn solve_tri_cases(out: &mut Vec<Case>) {
     ));
 }
 
+/// An I32 input holding `vals`.
+fn ints(g: &mut Graph, b: &mut Built, vals: &[i32]) -> Result<TensorId> {
+    let t = g.input("ids", DType::I32, [vals.len() as u64, 1, 1, 1])?;
+    b.inputs
+        .push((t, vals.iter().flat_map(|v| v.to_le_bytes()).collect()));
+    Ok(t)
+}
+
+/// An f32 input whose rows (along dim 0) are random unit vectors.
+fn unit_rows(g: &mut Graph, rng: &mut Rng, b: &mut Built, ne: [u64; 4]) -> Result<TensorId> {
+    let t = g.input("unit", DType::F32, ne)?;
+    let mut bytes = Vec::new();
+    for _ in 0..ne[1] * ne[2] * ne[3] {
+        let row: Vec<f32> = (0..ne[0]).map(|_| rng.uniform(-1.0, 1.0)).collect();
+        let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-6);
+        bytes.extend(row.iter().flat_map(|v| (v / norm).to_le_bytes()));
+    }
+    b.inputs.push((t, bytes));
+    Ok(t)
+}
+
+/// (d_state, head_dim, n_head, n_group, n_tokens, ids, n_rs, per-state decays)
+type ScanShape = (u64, u64, u64, u64, u64, &'static [i32], u64, bool);
+
+fn ssm_scan_cases(out: &mut Vec<Case>) {
+    let shapes: [ScanShape; 5] = [
+        (16, 1, 33, 1, 5, &[1, 0], 2, true),
+        (7, 3, 5, 1, 1, &[0], 1, true),
+        (17, 5, 6, 2, 7, &[2, 0], 3, false),
+        (128, 64, 3, 1, 4, &[0], 1, false),
+        (16, 9, 4, 4, 1, &[1, 1, 0], 2, false),
+    ];
+    for (d_state, head_dim, n_head, n_group, n_tokens, ids, n_rs, mamba1) in shapes {
+        let n_seqs = ids.len() as u64;
+        let desc = format!(
+            "SSM_SCAN f32 {} d_state={d_state} head_dim={head_dim} n_head={n_head} \
+             n_group={n_group} n_tokens={n_tokens} ids={ids:?} n_rs={n_rs}",
+            if mamba1 { "mamba1" } else { "mamba2" }
+        );
+        out.push(case("SSM_SCAN", desc, MATMUL, move |g, rng| {
+            let mut b = Built::default();
+            let f = DType::F32;
+            let s = input(
+                g,
+                rng,
+                &mut b,
+                f,
+                [d_state, head_dim, n_head, n_rs],
+                -1.0,
+                1.0,
+            )?;
+            let x = input(
+                g,
+                rng,
+                &mut b,
+                f,
+                [head_dim, n_head, n_tokens, n_seqs],
+                -1.0,
+                1.0,
+            )?;
+            let dt = input(g, rng, &mut b, f, [n_head, n_tokens, n_seqs, 1], -3.0, 1.0)?;
+            let a_ne = [if mamba1 { d_state } else { 1 }, n_head, 1, 1];
+            let a = input(g, rng, &mut b, f, a_ne, -2.0, -0.1)?;
+            let bc_ne = [d_state, n_group, n_tokens, n_seqs];
+            let bm = input(g, rng, &mut b, f, bc_ne, -1.0, 1.0)?;
+            let cm = input(g, rng, &mut b, f, bc_ne, -1.0, 1.0)?;
+            let id = ints(g, &mut b, ids)?;
+            let r = g.ssm_scan(s, x, dt, a, bm, cm, id)?;
+            g.mark_output(r)?;
+            Ok(b)
+        }));
+    }
+}
+
+/// (S, H, H_k, n_tokens, n_seqs, n_seqs_k, per-row decays)
+type DeltaShape = (u64, u64, u64, u64, u64, u64, bool);
+
+fn gated_delta_net_cases(out: &mut Vec<Case>) {
+    let shapes: [DeltaShape; 6] = [
+        (33, 4, 2, 5, 2, 1, false),
+        (33, 4, 2, 5, 2, 1, true),
+        (128, 2, 2, 3, 1, 1, false),
+        (64, 3, 3, 4, 2, 2, true),
+        (7, 2, 1, 1, 3, 3, false),
+        (1, 2, 2, 3, 1, 1, true),
+    ];
+    for (s, h, hk, n_tokens, n_seqs, n_seqs_k, per_row) in shapes {
+        let desc = format!(
+            "GATED_DELTA_NET f32 S={s} H={h} H_k={hk} n_tokens={n_tokens} n_seqs={n_seqs} \
+             n_seqs_k={n_seqs_k} g per {}",
+            if per_row { "row" } else { "head" }
+        );
+        out.push(case("GATED_DELTA_NET", desc, MATMUL, move |g, rng| {
+            let mut b = Built::default();
+            let f = DType::F32;
+            let q = unit_rows(g, rng, &mut b, [s, hk, n_tokens, n_seqs_k])?;
+            let k = unit_rows(g, rng, &mut b, [s, hk, n_tokens, n_seqs_k])?;
+            let v = input(g, rng, &mut b, f, [s, h, n_tokens, n_seqs], -1.0, 1.0)?;
+            let g_ne = [if per_row { s } else { 1 }, h, n_tokens, n_seqs];
+            let gate = input(g, rng, &mut b, f, g_ne, -1.0, 0.0)?;
+            let beta = input(g, rng, &mut b, f, [1, h, n_tokens, n_seqs], 0.0, 1.0)?;
+            let state = input(g, rng, &mut b, f, [s, s, h, n_seqs], -0.5, 0.5)?;
+            let r = g.gated_delta_net(q, k, v, gate, beta, state)?;
+            g.mark_output(r)?;
+            Ok(b)
+        }));
+    }
+}
+
 /// Adds the sequence and convolution cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     ssm_conv_cases(out);
     conv_cases(out);
     solve_tri_cases(out);
+    ssm_scan_cases(out);
+    gated_delta_net_cases(out);
 }
