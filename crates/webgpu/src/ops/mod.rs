@@ -13,6 +13,7 @@ mod rows;
 mod seq;
 mod shape;
 mod top_k;
+mod windows;
 
 use wgllm_core::graph::dtypes_str;
 use wgllm_core::{DType, Error, Graph, Layout, Node, Op, Result, TensorId};
@@ -212,9 +213,8 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
             is_2d,
         } => seq::im2col(&ctx, *stride, *pad, *dilation, *is_2d)?,
         Op::SsmConv => seq::ssm_conv(&ctx)?,
-        Op::SsmScan | Op::GatedDeltaNet => {
-            return Err(ctx.unsupported("not implemented in the webgpu backend yet"))
-        }
+        Op::SsmScan => seq::ssm_scan(&ctx)?,
+        Op::GatedDeltaNet => seq::gated_delta_net(&ctx)?,
     };
     let max_bindings = ctx.caps.limits.max_storage_buffers_per_shader_stage as usize;
     for d in &dispatches {
@@ -256,13 +256,11 @@ fn check_operand(ctx: &Ctx, o: &Operand) -> Result<()> {
     {
         return Err(ctx.unsupported(format!("{} rows must be contiguous", o.dtype)));
     }
-    let align = u64::from(ctx.caps.limits.min_storage_buffer_offset_alignment);
-    let window = l.span_bytes(o.dtype) + align;
-    let max = ctx.caps.limits.max_storage_buffer_binding_size;
-    if window > max || window > u64::from(u32::MAX) {
+    let max = ctx.caps.binding_limit;
+    if !windows::fits(ctx, o) || l.span_bytes(o.dtype) > u64::from(u32::MAX) {
         let name = &ctx.graph.node(o.tensor).name;
         return Err(ctx.unsupported(format!(
-            "tensor '{name}' spans {} bytes, over this device's max_storage_buffer_binding_size of {max} (binding windows are not split yet)",
+            "tensor '{name}' spans {} bytes, over the binding limit of {max} (max_storage_buffer_binding_size, or WebGpuConfig::max_binding_bytes); only get_rows tables and mul_mat weights are split into windows",
             l.span_bytes(o.dtype)
         )));
     }
