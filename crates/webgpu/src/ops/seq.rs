@@ -140,19 +140,17 @@ pub(super) fn solve_tri(ctx: &Ctx, left: bool, lower: bool, uni: bool) -> Result
 /// Invocations per workgroup of ssm_scan (channels of one sequence).
 const WG_SCAN: u32 = 64;
 
-fn all_f32(ops: &[&Operand]) -> bool {
-    ops.iter().all(|o| o.dtype == DType::F32)
-}
-
 /// ggml_ssm_scan: `srcs = [s, x, dt, A, B, C, ids]`, one workgroup per block of `WG_SCAN`
 /// channels (head, row) and sequence.
 pub(super) fn ssm_scan(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     let srcs = (0..7).map(|i| ctx.src(i)).collect::<Result<Vec<_>>>()?;
     let dst = ctx.out();
     ctx.require(
-        all_f32(&[
-            &srcs[0], &srcs[1], &srcs[2], &srcs[3], &srcs[4], &srcs[5], &dst,
-        ]) && srcs[6].dtype == DType::I32,
+        srcs[..6]
+            .iter()
+            .chain([&dst])
+            .all(|o| o.dtype == DType::F32)
+            && srcs[6].dtype == DType::I32,
         "f32 with i32 ids",
     )?;
     let [d_state, _, _, n_rs] = srcs[0].layout.ne;
@@ -175,11 +173,7 @@ pub(super) fn ssm_scan(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     let mut operands = srcs;
     operands.push(dst);
     Ok(vec![Dispatch {
-        key: PipelineKey {
-            kernel: Kernel::Family(Family::Seq(SeqKind::SsmScan)),
-            dtypes: ssm_scan_dtypes(),
-            wg: WG_SCAN,
-        },
+        key: ssm_scan_key(),
         operands,
         op_words: op,
         items: ctx.items(channels)?,
@@ -187,10 +181,15 @@ pub(super) fn ssm_scan(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     }])
 }
 
-fn ssm_scan_dtypes() -> Vec<DType> {
-    let mut d = vec![DType::F32; 8];
-    d[6] = DType::I32;
-    d
+/// Seven sources and the result, all f32 but the i32 ids.
+fn ssm_scan_key() -> PipelineKey {
+    let mut dtypes = vec![DType::F32; 8];
+    dtypes[6] = DType::I32;
+    PipelineKey {
+        kernel: Kernel::Family(Family::Seq(SeqKind::SsmScan)),
+        dtypes,
+        wg: WG_SCAN,
+    }
 }
 
 fn gdn_key(s: u32) -> PipelineKey {
@@ -207,9 +206,7 @@ pub(super) fn gated_delta_net(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     let srcs = (0..6).map(|i| ctx.src(i)).collect::<Result<Vec<_>>>()?;
     let dst = ctx.out();
     ctx.require(
-        all_f32(&[
-            &srcs[0], &srcs[1], &srcs[2], &srcs[3], &srcs[4], &srcs[5], &dst,
-        ]),
+        srcs.iter().chain([&dst]).all(|o| o.dtype == DType::F32),
         "f32",
     )?;
     let [s, n_head, n_tokens, n_seqs] = srcs[2].layout.ne;
@@ -253,11 +250,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
     let mut keys = vec![
         key(SeqKind::SsmConv, vec![DType::F32; 3]),
         key(SeqKind::SolveTri, vec![DType::F32; 3]),
-        PipelineKey {
-            kernel: Kernel::Family(Family::Seq(SeqKind::SsmScan)),
-            dtypes: ssm_scan_dtypes(),
-            wg: WG_SCAN,
-        },
+        ssm_scan_key(),
         gdn_key(1),
         gdn_key(33),
         gdn_key(128),
