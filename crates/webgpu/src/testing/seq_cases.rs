@@ -9,11 +9,11 @@
 //!
 //! ssm_scan (Mamba-1 per-state decays, Mamba-2 per-head decays with grouped B/C, state ids
 //! picking and reordering initial states) and gated_delta_net (per-head and per-row decays,
-//! tiled q/k heads and sequences, S from 1 to 128): each step is a short f32 dot product, but
-//! the GPU's exp and log are not correctly rounded and it may fuse multiply-adds, and the
-//! difference is carried through the tokens. Inputs keep the recurrences contractive as in the
-//! models (negative A, softplus dt; log-decays below 0, beta in [0, 1), unit-norm k), so it does
-//! not grow: mul_mat's 1e-9.
+//! tiled q/k heads and sequences, S from 1 to 128), both also on permuted views: each step is a
+//! short f32 dot product, but the GPU's exp and log are not correctly rounded and it may fuse
+//! multiply-adds, and the difference is carried through the tokens. Inputs keep the recurrences
+//! contractive as in the models (negative A, softplus dt; log-decays below 0, beta in [0, 1),
+//! unit-norm k), so it does not grow: mul_mat's 1e-9.
 
 use wgllm_core::{DType, Graph, Result, TensorId};
 
@@ -299,6 +299,54 @@ fn gated_delta_net_cases(out: &mut Vec<Case>) {
     }
 }
 
+/// Views as the models pass them: ssm_scan's x and gated_delta_net's q, k, v with the token
+/// and head dims swapped (permuted, not contiguous).
+fn scan_view_cases(out: &mut Vec<Case>) {
+    out.push(case(
+        "SSM_SCAN",
+        "SSM_SCAN f32 mamba2 permuted x d_state=16 head_dim=8 n_head=3 n_tokens=5".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let f = DType::F32;
+            let s = input(g, rng, &mut b, f, [16, 8, 3, 1], -1.0, 1.0)?;
+            let x = input(g, rng, &mut b, f, [8, 5, 3, 1], -1.0, 1.0)?;
+            let x = g.permute(x, [0, 2, 1, 3])?;
+            let dt = input(g, rng, &mut b, f, [3, 5, 1, 1], -3.0, 1.0)?;
+            let a = input(g, rng, &mut b, f, [1, 3, 1, 1], -2.0, -0.1)?;
+            let bm = input(g, rng, &mut b, f, [16, 1, 5, 1], -1.0, 1.0)?;
+            let cm = input(g, rng, &mut b, f, [16, 1, 5, 1], -1.0, 1.0)?;
+            let id = ints(g, &mut b, &[0])?;
+            let r = g.ssm_scan(s, x, dt, a, bm, cm, id)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
+    out.push(case(
+        "GATED_DELTA_NET",
+        "GATED_DELTA_NET f32 permuted q, k, v S=16 H=3 n_tokens=4".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let f = DType::F32;
+            let mut qkv = Vec::new();
+            for unit in [true, true, false] {
+                let t = match unit {
+                    true => unit_rows(g, rng, &mut b, [16, 4, 3, 1])?,
+                    false => input(g, rng, &mut b, f, [16, 4, 3, 1], -1.0, 1.0)?,
+                };
+                qkv.push(g.permute(t, [0, 2, 1, 3])?);
+            }
+            let gate = input(g, rng, &mut b, f, [1, 3, 4, 1], -1.0, 0.0)?;
+            let beta = input(g, rng, &mut b, f, [1, 3, 4, 1], 0.0, 1.0)?;
+            let state = input(g, rng, &mut b, f, [16, 16, 3, 1], -0.5, 0.5)?;
+            let r = g.gated_delta_net(qkv[0], qkv[1], qkv[2], gate, beta, state)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
+}
+
 /// Adds the sequence and convolution cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     ssm_conv_cases(out);
@@ -306,4 +354,5 @@ pub(super) fn add(out: &mut Vec<Case>) {
     solve_tri_cases(out);
     ssm_scan_cases(out);
     gated_delta_net_cases(out);
+    scan_view_cases(out);
 }
