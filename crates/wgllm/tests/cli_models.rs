@@ -178,3 +178,28 @@ fn devices_without_any_adapter_explains_how_to_get_a_driver() {
     );
     assert_one_error_line(&o, "mesa-vulkan-drivers");
 }
+
+#[test]
+fn ops_checks_kernels_and_reports_speed() {
+    let o = wgllm(
+        &["ops", "--filter", "MUL_MAT q4_0", "--perf", "--reps", "2"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let cases: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("MUL_MAT q4_0"))
+        .collect();
+    assert!(!cases.is_empty(), "{out}");
+    assert!(
+        cases
+            .iter()
+            .all(|l| l.contains(" OK ") && l.contains("GFLOP/s")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("{} passed, 0 failed, 0 unsupported", cases.len())),
+        "{out}"
+    );
+}

@@ -7,6 +7,7 @@
 mod attn_cases;
 mod cases;
 mod nn_cases;
+pub mod perf;
 mod reduce_cases;
 mod seq_cases;
 mod shape_cases;

@@ -6,6 +6,7 @@ use std::io::Write;
 use anyhow::{bail, Result};
 use clap::Args as ClapArgs;
 use wgllm_cpu::CpuBackend;
+use wgllm_webgpu::testing::perf::time_case;
 use wgllm_webgpu::testing::{cases, run_case, Outcome};
 
 use super::backend::BackendArgs;
@@ -16,6 +17,13 @@ pub struct Args {
     /// Only cases whose name contains this text (case-insensitive), e.g. `MUL_MAT` or `q4_K`.
     #[arg(long)]
     pub filter: Option<String>,
+    /// Also time each passing case: time per run, GB/s of leaves and outputs, GFLOP/s of
+    /// matrix products and attention (host-timed around back-to-back runs).
+    #[arg(long)]
+    pub perf: bool,
+    /// Runs timed per case with --perf.
+    #[arg(long, default_value_t = 20)]
+    pub reps: usize,
     /// Seed of the random inputs.
     #[arg(long, default_value_t = 1000)]
     pub seed: u64,
@@ -55,9 +63,24 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
                 format!("ERROR {e}")
             }
         };
+        let perf = match (&r.outcome, args.perf) {
+            (Outcome::Pass { .. }, true) => {
+                match time_case(backend.as_ref(), case, args.seed + i as u64, args.reps) {
+                    Ok(p) if p.flops > 0 => format!(
+                        " | {:.1} us, {:.3} GB/s, {:.3} GFLOP/s",
+                        p.seconds * 1e6,
+                        p.gbps(),
+                        p.gflops()
+                    ),
+                    Ok(p) => format!(" | {:.1} us, {:.3} GB/s", p.seconds * 1e6, p.gbps()),
+                    Err(e) => format!(" | timing failed: {e}"),
+                }
+            }
+            _ => String::new(),
+        };
         writeln!(
             out,
-            "{:<72} {status} ({:.1} ms)",
+            "{:<72} {status} ({:.1} ms){perf}",
             r.name,
             r.time.as_secs_f64() * 1e3
         )?;

@@ -1,0 +1,106 @@
+//! `wgllm ops --perf`: how fast each op-table case runs on a backend, as time per run and the
+//! implied bandwidth and arithmetic rate.
+//!
+//! A run is timed on the host around `reps` back-to-back runs followed by one read of the first
+//! output (the read waits for the queue, so the GPU work is inside the timed region; one extra
+//! readback is included). Bytes are those of the graph's leaves and outputs — what a kernel must
+//! read and write at least — so GB/s is a lower bound on achieved bandwidth. FLOPs are counted for
+//! matrix products and attention only.
+
+use std::time::Instant;
+
+use wgllm_core::{Backend, Graph, Op, Result, TensorId};
+
+use super::{Case, Rng};
+
+/// Timing of one case.
+#[derive(Clone, Debug)]
+pub struct Perf {
+    /// Seconds per run.
+    pub seconds: f64,
+    /// Bytes of leaves and outputs.
+    pub bytes: u64,
+    /// Floating-point operations of matrix products and attention (0 when none).
+    pub flops: u64,
+}
+
+impl Perf {
+    /// Bytes per second / 1e9.
+    pub fn gbps(&self) -> f64 {
+        self.bytes as f64 / self.seconds / 1e9
+    }
+
+    /// FLOP per second / 1e9.
+    pub fn gflops(&self) -> f64 {
+        self.flops as f64 / self.seconds / 1e9
+    }
+}
+
+/// Multiply-adds × 2 of the matrix products and attention in `graph`.
+pub fn flops(graph: &Graph) -> u64 {
+    graph
+        .nodes()
+        .iter()
+        .map(|n| match n.op {
+            Op::MulMat | Op::MulMatId => {
+                let k = n.src(0).map_or(0, |a| graph.ne(a)[0]);
+                2 * k * n.layout.nelements()
+            }
+            Op::FlashAttnExt { .. } => {
+                let (q, k) = match (n.src(0), n.src(1)) {
+                    (Ok(q), Ok(k)) => (graph.ne(q), graph.ne(k)),
+                    _ => return 0,
+                };
+                // q·k and p·v per (query, key, head): 2·d + 2·dv ≈ 4·d.
+                4 * q[0] * k[1] * q[1] * q[2] * q[3]
+            }
+            _ => 0,
+        })
+        .sum()
+}
+
+/// Bytes of the graph's leaves (inputs, weights, states) and outputs.
+pub fn bytes(graph: &Graph) -> u64 {
+    let leaves: u64 = graph
+        .nodes()
+        .iter()
+        .filter(|n| n.op.is_leaf())
+        .map(|n| n.span_bytes())
+        .sum();
+    leaves
+        + graph
+            .outputs()
+            .iter()
+            .map(|&t| graph.node(t).span_bytes())
+            .sum::<u64>()
+}
+
+/// Builds `case`, compiles it on `backend`, runs it once to warm up, then times `reps` runs.
+pub fn time_case(backend: &dyn Backend, case: &Case, seed: u64, reps: usize) -> Result<Perf> {
+    let mut graph = Graph::new();
+    let mut rng = Rng::new(seed);
+    let built = (case.build)(&mut graph, &mut rng)?;
+    let mut exe = backend.compile(&graph)?;
+    for (t, data) in &built.states {
+        exe.write(*t, data)?;
+    }
+    let inputs: Vec<(TensorId, &[u8])> = built.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
+    let first = graph.outputs().first().copied();
+    exe.run(&inputs)?;
+    if let Some(o) = first {
+        exe.read(o)?;
+    }
+    let reps = reps.max(1);
+    let t0 = Instant::now();
+    for _ in 0..reps {
+        exe.run(&inputs)?;
+    }
+    if let Some(o) = first {
+        exe.read(o)?;
+    }
+    Ok(Perf {
+        seconds: t0.elapsed().as_secs_f64() / reps as f64,
+        bytes: bytes(&graph),
+        flops: flops(&graph),
+    })
+}
