@@ -79,7 +79,7 @@ pub struct ModelArgs {
     /// Largest number of prompt tokens processed in one step.
     #[arg(long, default_value_t = 256)]
     pub ubatch: usize,
-    /// KV cache type: f16, q8_0 or f32.
+    /// KV cache type: f16, q8_0, q4_0 or f32.
     #[arg(long, default_value = "f16", value_parser = parse_kv_type)]
     pub kv_type: DType,
     #[command(flatten)]
@@ -88,8 +88,10 @@ pub struct ModelArgs {
 
 fn parse_kv_type(s: &str) -> Result<DType, String> {
     match DType::from_name(s) {
-        Some(d @ (DType::F16 | DType::F32 | DType::Q8_0)) => Ok(d),
-        _ => Err(format!("'{s}' is not a KV cache type (f16, q8_0, f32)")),
+        Some(d @ (DType::F16 | DType::F32 | DType::Q8_0 | DType::Q4_0)) => Ok(d),
+        _ => Err(format!(
+            "'{s}' is not a KV cache type (f16, q8_0, q4_0, f32)"
+        )),
     }
 }
 
