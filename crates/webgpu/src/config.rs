@@ -45,6 +45,10 @@ pub struct WebGpuConfig {
     /// a few KiB to exercise, on any adapter, the split of oversized get_rows tables and mul_mat
     /// weights into windows of rows that real models need on devices with a 128 MiB limit.
     pub max_binding_bytes: Option<u64>,
+    /// Use SHADER_F16 when the adapter offers it. `false` makes the device behave like one
+    /// without it (many browsers): f16 tensors are unsupported and only the f32 paths run, which
+    /// is how the tests exercise that fallback on any adapter.
+    pub shader_f16: bool,
 }
 
 impl Default for WebGpuConfig {
@@ -56,6 +60,7 @@ impl Default for WebGpuConfig {
             dispatches_per_submit: 4096,
             experimental_features: false,
             max_binding_bytes: None,
+            shader_f16: true,
         }
     }
 }

@@ -227,7 +227,9 @@ impl Gpu {
         let mut features = wgpu::Features::empty();
         for (f, _) in WANTED {
             let experimental = *f == wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
-            if offered.contains(*f) && (!experimental || config.experimental_features) {
+            let declined = *f == wgpu::Features::SHADER_F16 && !config.shader_f16;
+            if offered.contains(*f) && (!experimental || config.experimental_features) && !declined
+            {
                 features |= *f;
             }
         }

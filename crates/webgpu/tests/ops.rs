@@ -157,3 +157,29 @@ fn graphs_compiled_together_share_states() {
     let got = bytemuck_f32(&exes[1].read(out).unwrap());
     assert_eq!(got, [0., 0., 0., 0., 0., 0., 0., 0., 1., 2., 3., 4.]);
 }
+
+/// A device without SHADER_F16 (as many browsers are): every case either passes on the f32
+/// paths or is reported unsupported because it needs f16 — never wrong, never a panic.
+#[test]
+fn without_shader_f16_the_f32_paths_run_and_f16_is_unsupported() {
+    let gpu = WebGpuBackend::new(WebGpuConfig {
+        shader_f16: false,
+        ..WebGpuConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(!gpu.capabilities().shader_f16);
+    let (mut passed, mut unsupported, mut problems) = (0, 0, Vec::new());
+    for (i, case) in cases().iter().enumerate() {
+        match run_case(&CpuBackend, &gpu, case, 5000 + i as u64).outcome {
+            Outcome::Pass { .. } => passed += 1,
+            Outcome::Unsupported(why) if why.contains("SHADER_F16") => unsupported += 1,
+            other => problems.push(format!("{}: {other:?}", case.name)),
+        }
+    }
+    println!("without f16: {passed} passed, {unsupported} unsupported");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(
+        unsupported > 0 && passed > unsupported,
+        "{passed} passed, {unsupported} unsupported"
+    );
+}
