@@ -26,6 +26,7 @@ const ROPE: &str = include_str!("kernels/rope.wgsl");
 const FLASH_ATTN: &str = include_str!("kernels/flash_attn.wgsl");
 const FLASH_ATTN_KV: &str = include_str!("kernels/flash_attn_kv.wgsl");
 const TOP_K: &str = include_str!("kernels/top_k.wgsl");
+const WG_REDUCE: &str = include_str!("kernels/wg_reduce.wgsl");
 
 /// u32 words in one dispatch's parameter slot (see `common.wgsl`).
 pub(crate) const PARAM_WORDS: usize = 128;
@@ -341,6 +342,12 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     }
     if activations {
         text.push_str(ACTIVATIONS);
+    }
+    if matches!(
+        key.kernel,
+        Kernel::Norm(_) | Kernel::SoftMax { .. } | Kernel::Family(Family::Reduce(_))
+    ) {
+        text.push_str(WG_REDUCE);
     }
     text.push_str(body);
     text.push_str(&readers);

@@ -2,25 +2,6 @@
 // RMS: x / sqrt(mean(x^2) + eps); NORM: (x - mean) / sqrt(var + eps); L2: x / max(|x|, eps).
 // op_f(0) = eps. Partial sums reduce in workgroup memory.
 
-const WG: u32 = {{WG}}u;
-
-var<workgroup> red: array<f32, {{WG}}>;
-
-// Sum of `v` over the workgroup (every invocation gets the total).
-fn wg_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            red[lid] += red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
-
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {

@@ -6,9 +6,6 @@
 // ascending order, before in descending; equal values keep index order). ARGSORT: op_u 0 = 1
 // for descending.
 
-const WG: u32 = {{WG}}u;
-
-var<workgroup> red: array<f32, {{WG}}>;
 #if ARGSORT
 var<workgroup> order: array<u32, {{SORT_N}}>;
 #endif
@@ -18,21 +15,6 @@ fn row_index(k: u32, row: u32) -> vec4<u32> {
     let n1 = t_ne(k, 1u);
     let n2 = t_ne(k, 2u);
     return vec4<u32>(0u, row % n1, (row / n1) % n2, row / (n1 * n2));
-}
-
-// Sum of `v` over the workgroup (every invocation gets the total).
-fn wg_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            red[lid] += red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
 }
 
 fn is_nan(x: f32) -> bool {

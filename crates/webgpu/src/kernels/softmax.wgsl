@@ -4,38 +4,6 @@
 // ones are bound to src0 and their blocks compiled out.
 // op_f: 0 = scale, 1 = max_bias, 2 = m0, 3 = m1; op_u(4) = n_head_log2.
 
-const WG: u32 = {{WG}}u;
-
-var<workgroup> red: array<f32, {{WG}}>;
-
-fn wg_max(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            red[lid] = max(red[lid], red[lid + s]);
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
-
-fn wg_sum(lid: u32, v: f32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
-        if (lid < s) {
-            red[lid] += red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let total = red[0];
-    workgroupBarrier();
-    return total;
-}
-
 // ALiBi slope of head h (1 without max_bias).
 fn slope(h: u32) -> f32 {
     if (op_f(1u) <= 0.0) {
