@@ -97,6 +97,15 @@ pub(crate) fn write_padded(queue: &wgpu::Queue, buf: &wgpu::Buffer, offset: u64,
 }
 
 /// The buffers of one compiled graph.
+/// Buffers that executables compiled together share: `State` leaves by name, and weights by
+/// the identity of their bytes (the same file region referenced by several step graphs is
+/// uploaded once).
+#[derive(Default)]
+pub(crate) struct Shared {
+    states: HashMap<String, wgpu::Buffer>,
+    weights: HashMap<(String, usize, usize), wgpu::Buffer>,
+}
+
 pub(crate) struct Buffers {
     arena: wgpu::Buffer,
     own: HashMap<TensorId, wgpu::Buffer>,
@@ -106,13 +115,9 @@ pub(crate) struct Buffers {
 
 impl Buffers {
     /// Plans the arena with the device's storage offset alignment and creates every buffer,
-    /// uploading weights. `State` leaves take their buffer from `states` by name, or create it
-    /// there, so executables compiled together share their states.
-    pub(crate) fn new(
-        gpu: &Gpu,
-        graph: &Graph,
-        states: &mut HashMap<String, wgpu::Buffer>,
-    ) -> Result<Buffers> {
+    /// uploading weights. `State` leaves and weights take their buffer from `shared`, or create
+    /// it there, so executables compiled together share states and upload each weight once.
+    pub(crate) fn new(gpu: &Gpu, graph: &Graph, shared: &mut Shared) -> Result<Buffers> {
         let align = u64::from(gpu.caps.limits.min_storage_buffer_offset_alignment);
         let plan = plan_memory(graph, align);
         let mut report = MemoryReport {
@@ -131,10 +136,15 @@ impl Buffers {
                     let data = graph.weight_data(t).ok_or_else(|| {
                         Error::graph(format!("weight '{}' has no data", node.name))
                     })?;
+                    let key = (node.name.clone(), data.as_ptr() as usize, data.len());
+                    if let Some(b) = shared.weights.get(&key) {
+                        own.insert(t, b.clone());
+                        continue;
+                    }
                     (format!("weight {}", node.name), Some(&data[..]))
                 }
                 Op::State => {
-                    if let Some(b) = states.get(&node.name) {
+                    if let Some(b) = shared.states.get(&node.name) {
                         own.insert(t, b.clone());
                         continue;
                     }
@@ -145,11 +155,17 @@ impl Buffers {
             };
             let buf = create(gpu, &label, node.span_bytes(), USAGE, data)?;
             match node.op {
-                Op::Weight => report.weights += buf.size(),
+                Op::Weight => {
+                    report.weights += buf.size();
+                    if let Some(data) = data {
+                        let key = (node.name.clone(), data.as_ptr() as usize, data.len());
+                        shared.weights.insert(key, buf.clone());
+                    }
+                }
                 Op::Input => report.inputs += buf.size(),
                 _ => {
                     report.states += buf.size();
-                    states.insert(node.name.clone(), buf.clone());
+                    shared.states.insert(node.name.clone(), buf.clone());
                 }
             }
             own.insert(t, buf);

@@ -5,12 +5,11 @@
 //! operand is bound as a window starting at its byte offset rounded down to the device's storage
 //! offset alignment; the remainder goes to the kernel as an element offset in the parameters.
 
-use std::collections::HashMap;
 use std::sync::{mpsc, Arc};
 
 use wgllm_core::{Error, Executable, Graph, Op, Result, TensorId};
 
-use crate::buffer::{self, align_up, Buffers, MemoryReport};
+use crate::buffer::{self, align_up, Buffers, MemoryReport, Shared};
 use crate::config::WebGpuConfig;
 use crate::device::Gpu;
 use crate::ops::{Dispatch, Operand};
@@ -79,9 +78,9 @@ impl WebGpuExecutable {
         config: &WebGpuConfig,
         graph: &Graph,
         dispatches: Vec<Dispatch>,
-        states: &mut HashMap<String, wgpu::Buffer>,
+        shared: &mut Shared,
     ) -> Result<WebGpuExecutable> {
-        let mut buffers = Buffers::new(&gpu, graph, states)?;
+        let mut buffers = Buffers::new(&gpu, graph, shared)?;
         let slot = align_up(
             PARAM_BYTES,
             u64::from(gpu.caps.limits.min_uniform_buffer_offset_alignment),

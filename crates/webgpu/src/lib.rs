@@ -29,7 +29,6 @@ pub mod shaders;
 pub mod testing;
 pub mod variants;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use wgllm_core::backend::check_shared_states;
@@ -78,7 +77,7 @@ impl WebGpuBackend {
     /// [`Backend::compile_shared`] with the concrete executables.
     pub fn compile_shared_webgpu(&self, graphs: &[&Graph]) -> Result<Vec<WebGpuExecutable>> {
         check_shared_states(graphs)?;
-        let mut states = HashMap::new();
+        let mut shared = buffer::Shared::default();
         let mut out = Vec::with_capacity(graphs.len());
         for graph in graphs {
             let mut dispatches = Vec::new();
@@ -91,7 +90,7 @@ impl WebGpuBackend {
                 &self.config,
                 graph,
                 dispatches,
-                &mut states,
+                &mut shared,
             )?);
         }
         Ok(out)
