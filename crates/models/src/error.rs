@@ -28,4 +28,6 @@ pub enum ModelError {
     ContextFull { need: usize, ctx: usize, max: usize },
     #[error("token id {0} is outside the vocabulary")]
     BadToken(u32),
+    #[error("bad session use: {0}")]
+    BadSession(String),
 }

@@ -1,10 +1,12 @@
-//! The generation loop: prompt in, tokens streamed out as UTF-8-safe text, with timings.
+//! The generation loop: prompt in, tokens streamed out as UTF-8-safe text, with timings. Each
+//! step reads back only what the sampler needs (`Sampler::readback`): the backend's argmax when
+//! greedy, its top-K candidates for top-k sampling, the whole logits row otherwise.
 
 use std::time::{Duration, Instant};
 
 use crate::error::ModelError;
 use crate::sampler::Sampler;
-use crate::session::Session;
+use crate::session::{SeqChunk, Session};
 use crate::tokenizer::Tokenizer;
 
 /// Why generation stopped.
@@ -40,6 +42,15 @@ impl GenStats {
     }
 }
 
+/// Tokens appended to sequence 0, with the last one's output row.
+fn chunk(tokens: &[u32]) -> [SeqChunk<'_>; 1] {
+    [SeqChunk {
+        seq: 0,
+        tokens,
+        output: true,
+    }]
+}
+
 /// Generates up to `max_tokens` after `prompt`, calling `on_text` with each complete piece of
 /// text; `on_text` returns `false` to stop. The session's cache is appended to, not reset.
 pub fn generate(
@@ -50,6 +61,9 @@ pub fn generate(
     max_tokens: usize,
     mut on_text: impl FnMut(&str) -> bool,
 ) -> Result<GenStats, ModelError> {
+    if prompt.is_empty() {
+        return Err(ModelError::BadSession("the prompt has no tokens".into()));
+    }
     let need = session.n_past() + prompt.len() + max_tokens;
     if need > session.n_ctx() {
         return Err(ModelError::ContextFull {
@@ -59,15 +73,16 @@ pub fn generate(
         });
     }
     let mut history: Vec<u32> = prompt.to_vec();
+    let read = sampler.readback(session.candidates());
     let t0 = Instant::now();
-    let mut logits = session.eval(prompt)?;
+    let mut row = session.step(&chunk(prompt), read)?.remove(0);
     let prompt_time = t0.elapsed();
     let t1 = Instant::now();
     let mut stream = tokenizer.stream_decoder();
     let mut generated = 0;
     let mut stop = StopReason::Length;
     while generated < max_tokens {
-        let next = sampler.sample(&logits[0], &history);
+        let next = sampler.sample_row(&row, &history)?;
         generated += 1;
         if tokenizer.is_eog(next) {
             stop = StopReason::EndOfGeneration;
@@ -82,7 +97,7 @@ pub fn generate(
         if generated == max_tokens {
             break;
         }
-        logits = session.eval(&[next])?;
+        row = session.step(&chunk(&[next]), read)?.remove(0);
     }
     let rest = stream.finish();
     if !rest.is_empty() && stop != StopReason::Callback {

@@ -15,4 +15,4 @@ pub mod tokenizer;
 
 pub use arch::Architecture;
 pub use error::ModelError;
-pub use session::{Session, SessionConfig};
+pub use session::{Readback, RowOut, SeqChunk, Session, SessionConfig};

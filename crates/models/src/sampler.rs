@@ -1,9 +1,22 @@
 //! Token sampling from logits, in llama.cpp's default order: repetition/presence/frequency
 //! penalties over recent tokens, then top-k, top-p, min-p, temperature, and a seeded draw.
 //! A temperature of 0 (or below) is greedy argmax.
+//!
+//! What a step must read back for this sampler ([`Sampler::readback`]), so that sampling from it
+//! gives exactly what sampling from the whole logits row gives:
+//! - greedy without penalties: the backend's argmax ([`Readback::Argmax`]);
+//! - temperature > 0 with `1 <= top_k <= candidates` and no penalties: the backend's top-K
+//!   candidates ([`Readback::TopK`]); top-k keeps only those, and top-p, min-p and temperature
+//!   then work on them alone, so the draw is the same;
+//! - anything else (`top_k = 0` or above the candidates, a repetition/presence/frequency penalty,
+//!   which can reorder the whole vocabulary, or log-probabilities, which need the whole row's
+//!   normalizer): the whole row ([`Readback::Logits`]).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+use crate::error::ModelError;
+use crate::session::{Readback, RowOut};
 
 /// Sampling parameters (llama.cpp's defaults where it has them).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -95,6 +108,38 @@ impl Sampler {
             || self.cfg.frequency_penalty != 0.0
     }
 
+    /// What a step must read back for this sampler, when the backend returns `candidates`
+    /// top-K candidates (see the module documentation).
+    pub fn readback(&self, candidates: usize) -> Readback {
+        if self.has_penalties() {
+            Readback::Logits
+        } else if self.cfg.temperature <= 0.0 {
+            Readback::Argmax
+        } else if (1..=candidates).contains(&self.cfg.top_k) {
+            Readback::TopK
+        } else {
+            Readback::Logits
+        }
+    }
+
+    /// Picks the next token from a step's output row, which must hold what
+    /// [`Sampler::readback`] asked for (or more).
+    pub fn sample_row(&mut self, row: &RowOut, history: &[u32]) -> Result<u32, ModelError> {
+        if let Some(logits) = &row.logits {
+            return Ok(self.sample(logits, history));
+        }
+        match (
+            self.readback(row.top.as_ref().map_or(0, Vec::len)),
+            &row.top,
+        ) {
+            (Readback::Argmax, _) => Ok(row.argmax),
+            (Readback::TopK, Some(top)) => Ok(self.pick(top.clone())),
+            _ => Err(ModelError::BadSession(
+                "the step read back less than the sampler needs".into(),
+            )),
+        }
+    }
+
     /// Picks the next token from `logits`, given the tokens so far (`history`).
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
         let c = self.cfg;
@@ -126,6 +171,13 @@ impl Sampler {
             .map(|(i, &l)| (i as u32, l))
             .collect();
         cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        self.pick(cand)
+    }
+
+    /// Top-k, top-p, min-p, temperature and the draw over `cand`, sorted by logit, largest
+    /// first.
+    fn pick(&mut self, mut cand: Vec<(u32, f32)>) -> u32 {
+        let c = self.cfg;
         if c.top_k > 0 {
             cand.truncate(c.top_k.max(1));
         }

@@ -1,9 +1,22 @@
-//! A model loaded on a backend with its KV cache: feeds tokens in chunks and returns logits.
+//! A model loaded on a backend with its KV cache: feeds tokens of one or several sequences in
+//! chunks and returns, per output row, the argmax, the top-K candidates or the whole logits row.
 //!
 //! Step graphs are compiled for chunk sizes that are powers of two up to `ubatch`, all sharing one
-//! KV cache (`Backend::compile_shared`); a prompt of any length is processed as a sum of those
-//! chunks (largest first), and decoding uses the one-token graph. Every run is fed a causal mask,
-//! and a sliding-window mask too when the architecture has local layers (`StepGraph::mask_swa`).
+//! KV cache (`Backend::compile_shared`). A session holds `n_seq` sequences (llama.cpp's unified KV
+//! cache): sequence `s` owns cache rows `s·n_ctx .. (s+1)·n_ctx`, its token at position `p` is
+//! written to row `s·n_ctx + p`, and each query's mask row opens only its own sequence's rows up to
+//! its position (and inside the sliding window for local layers, `StepGraph::mask_swa`). So one
+//! run can carry tokens of different sequences: a decode step of every active sequence, plus a
+//! chunk of a new sequence's prompt (continuous batching, see [`Session::step`]).
+//!
+//! The tokens of a step are cut into runs of the compiled sizes. With one sequence a run is the
+//! largest size that fits (so single-sequence results do not depend on this module's batching
+//! rules); with several, a short remainder is padded up to the next size instead of split, the
+//! padding tokens writing into one scratch cache row that no query sees.
+//!
+//! Read-back: every step graph ends in the GPU output head of `arch::common` (argmax and top-K of
+//! each output row), so a decode step reads back 4 bytes per sequence for greedy decoding, or
+//! [`GPU_TOP_K`] candidates for sampling, instead of the whole vocabulary ([`Readback`]).
 
 use wgllm_core::{Backend, DType, Executable};
 use wgllm_gguf::GgufFile;
@@ -11,10 +24,12 @@ use wgllm_gguf::GgufFile;
 use crate::arch::{Architecture, StepGraph, StepShape};
 use crate::error::ModelError;
 
+pub use crate::arch::GPU_TOP_K;
+
 /// How a session is set up.
 #[derive(Clone, Copy, Debug)]
 pub struct SessionConfig {
-    /// KV cache capacity in tokens.
+    /// KV cache capacity in tokens (of each sequence).
     pub n_ctx: usize,
     /// Largest chunk of prompt tokens processed in one run.
     pub ubatch: usize,
@@ -35,31 +50,95 @@ impl Default for SessionConfig {
     }
 }
 
+/// What a step reads back for its output rows; each level includes the ones before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Readback {
+    /// The index of the largest logit (4 bytes a row).
+    Argmax,
+    /// And the [`Session::candidates`] largest logits with their ids, largest first.
+    TopK,
+    /// And the whole row of `n_vocab` logits.
+    Logits,
+}
+
+/// What one output row of a step produced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowOut {
+    /// The first index of the largest logit (computed on the backend).
+    pub argmax: u32,
+    /// `(id, logit)` of the largest logits, largest first, ties to the lower id (with
+    /// [`Readback::TopK`] or more).
+    pub top: Option<Vec<(u32, f32)>>,
+    /// The whole row (with [`Readback::Logits`]).
+    pub logits: Option<Vec<f32>>,
+}
+
+/// Tokens appended to one sequence by a [`Session::step`].
+#[derive(Clone, Copy, Debug)]
+pub struct SeqChunk<'a> {
+    pub seq: usize,
+    pub tokens: &'a [u32],
+    /// Produce a [`RowOut`] for the last token.
+    pub output: bool,
+}
+
 struct Step {
     graph: StepGraph,
     exe: Box<dyn Executable>,
 }
 
+/// One token of a run: which cache row it writes and which rows it sees.
+#[derive(Clone, Copy, Debug)]
+struct Tok {
+    token: u32,
+    pos: usize,
+    seq: usize,
+    out: bool,
+}
+
 /// A model ready to evaluate tokens.
 pub struct Session {
     arch: Architecture,
+    /// Largest first.
     steps: Vec<Step>,
-    n_past: usize,
+    /// Tokens in the cache, per sequence.
+    lens: Vec<usize>,
     cfg: SessionConfig,
 }
 
 impl Session {
-    /// Builds and compiles the step graphs of `file` on `backend`.
+    /// Builds and compiles the step graphs of `file` on `backend`, for one sequence.
     pub fn new(
         backend: &dyn Backend,
         file: &GgufFile,
         cfg: SessionConfig,
     ) -> Result<Session, ModelError> {
+        Session::with_sequences(backend, file, cfg, 1)
+    }
+
+    /// Builds a session of `n_seq` sequences of `cfg.n_ctx` tokens each, whose tokens can share
+    /// a run. Graphs are compiled up to the larger of `ubatch` and `n_seq` (rounded up to a power
+    /// of two), with one output row per sequence.
+    pub fn with_sequences(
+        backend: &dyn Backend,
+        file: &GgufFile,
+        cfg: SessionConfig,
+        n_seq: usize,
+    ) -> Result<Session, ModelError> {
         let arch = Architecture::from_gguf(file)?;
-        let ubatch = cfg.ubatch.clamp(1, cfg.n_ctx.max(1));
+        if n_seq == 0 || cfg.n_ctx == 0 {
+            return Err(ModelError::BadSession(format!(
+                "{n_seq} sequences of {} tokens: both must be positive",
+                cfg.n_ctx
+            )));
+        }
+        let ubatch = cfg.ubatch.clamp(1, cfg.n_ctx * n_seq);
+        let largest = ubatch.max(n_seq.next_power_of_two());
+        // The scratch row that padding tokens write (several sequences only).
+        let n_kv = n_seq * cfg.n_ctx + usize::from(n_seq > 1);
         let mut sizes = vec![];
         let mut s = 1usize;
-        while s <= ubatch {
+        while s <= largest {
             sizes.push(s);
             s *= 2;
         }
@@ -69,8 +148,8 @@ impl Session {
             .map(|&n| {
                 let shape = StepShape {
                     n_tokens: n as u32,
-                    n_ctx: cfg.n_ctx as u32,
-                    n_outputs: if cfg.all_logits { n as u32 } else { 1 },
+                    n_ctx: n_kv as u32,
+                    n_outputs: if cfg.all_logits { n } else { n.min(n_seq) } as u32,
                     kv_dtype: cfg.kv_dtype,
                 };
                 arch.build_step(file, shape)
@@ -86,7 +165,7 @@ impl Session {
         Ok(Session {
             arch,
             steps,
-            n_past: 0,
+            lens: vec![0; n_seq],
             cfg,
         })
     }
@@ -96,120 +175,300 @@ impl Session {
         &self.arch
     }
 
-    /// Tokens already in the KV cache.
+    /// Tokens already in the KV cache of sequence 0.
     pub fn n_past(&self) -> usize {
-        self.n_past
+        self.lens[0]
     }
 
-    /// KV cache capacity.
+    /// KV cache capacity of each sequence.
     pub fn n_ctx(&self) -> usize {
         self.cfg.n_ctx
     }
 
-    /// Forgets the cached tokens (the next `eval` starts at position 0).
+    /// Sequences the cache holds.
+    pub fn n_seq(&self) -> usize {
+        self.lens.len()
+    }
+
+    /// Tokens in the cache of sequence `seq` (0 when there is no such sequence).
+    pub fn seq_len(&self, seq: usize) -> usize {
+        self.lens.get(seq).copied().unwrap_or(0)
+    }
+
+    /// How many candidates [`Readback::TopK`] returns: `min(GPU_TOP_K, n_vocab)`.
+    pub fn candidates(&self) -> usize {
+        GPU_TOP_K.min(self.arch.n_vocab())
+    }
+
+    /// Forgets the cached tokens of sequence 0 (the next `eval` starts at position 0).
     pub fn reset(&mut self) {
-        self.n_past = 0;
+        self.lens[0] = 0;
     }
 
-    /// Keeps only the first `n` cached tokens (a chat turn that shares a prefix with the last).
+    /// Keeps only the first `n` cached tokens of sequence 0 (a chat turn that shares a prefix
+    /// with the last).
     pub fn truncate(&mut self, n: usize) {
-        self.n_past = self.n_past.min(n);
+        self.lens[0] = self.lens[0].min(n);
     }
 
-    /// Appends `tokens` to the sequence and returns logits: one row of `n_vocab` for the last
+    /// Forgets the cached tokens of sequence `seq`.
+    pub fn clear_seq(&mut self, seq: usize) {
+        if let Some(l) = self.lens.get_mut(seq) {
+            *l = 0;
+        }
+    }
+
+    /// Appends `tokens` to sequence 0 and returns logits: one row of `n_vocab` for the last
     /// token, or one per token when the session was made with `all_logits`.
     pub fn eval(&mut self, tokens: &[u32]) -> Result<Vec<Vec<f32>>, ModelError> {
-        let n_vocab = self.arch.n_vocab();
-        if self.n_past + tokens.len() > self.cfg.n_ctx {
+        self.check(0, tokens)?;
+        let start = self.lens[0];
+        let last = tokens.len().saturating_sub(1);
+        let toks: Vec<Tok> = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, &token)| Tok {
+                token,
+                pos: start + i,
+                seq: 0,
+                out: self.cfg.all_logits || i == last,
+            })
+            .collect();
+        let rows = self.run_all(&toks, Readback::Logits)?;
+        self.lens[0] += tokens.len();
+        Ok(rows.into_iter().filter_map(|r| r.logits).collect())
+    }
+
+    /// Appends each chunk's tokens to its sequence, all in as few runs as the compiled sizes
+    /// allow, and returns one [`RowOut`] per chunk with `output` (in `batch` order), holding what
+    /// `read` asks for. A sequence may appear once per step.
+    pub fn step(
+        &mut self,
+        batch: &[SeqChunk<'_>],
+        read: Readback,
+    ) -> Result<Vec<RowOut>, ModelError> {
+        let mut toks = Vec::new();
+        for (i, c) in batch.iter().enumerate() {
+            if batch[..i].iter().any(|o| o.seq == c.seq) {
+                return Err(ModelError::BadSession(format!(
+                    "sequence {} appears twice in one step",
+                    c.seq
+                )));
+            }
+            self.check(c.seq, c.tokens)?;
+            let start = self.lens[c.seq];
+            let last = c.tokens.len().saturating_sub(1);
+            toks.extend(c.tokens.iter().enumerate().map(|(j, &token)| Tok {
+                token,
+                pos: start + j,
+                seq: c.seq,
+                out: c.output && j == last,
+            }));
+        }
+        let rows = self.run_all(&toks, read)?;
+        for c in batch {
+            self.lens[c.seq] += c.tokens.len();
+        }
+        Ok(rows)
+    }
+
+    /// Checks that `tokens` fit sequence `seq` and the vocabulary.
+    fn check(&self, seq: usize, tokens: &[u32]) -> Result<(), ModelError> {
+        let Some(&len) = self.lens.get(seq) else {
+            return Err(ModelError::BadSession(format!(
+                "sequence {seq} does not exist (the session holds {})",
+                self.lens.len()
+            )));
+        };
+        if len + tokens.len() > self.cfg.n_ctx {
             return Err(ModelError::ContextFull {
-                need: self.n_past + tokens.len(),
+                need: len + tokens.len(),
                 ctx: self.cfg.n_ctx,
                 max: self.arch.n_ctx_train(),
             });
         }
+        let n_vocab = self.arch.n_vocab();
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
             return Err(ModelError::BadToken(bad));
         }
+        Ok(())
+    }
+
+    /// Runs `toks` in runs of the compiled sizes; returns the rows of the tokens marked `out`.
+    fn run_all(&mut self, toks: &[Tok], read: Readback) -> Result<Vec<RowOut>, ModelError> {
         let mut out = Vec::new();
-        let mut rest = tokens;
+        let mut rest = toks;
         while !rest.is_empty() {
-            let step = self
-                .steps
-                .iter_mut()
-                .find(|s| s.graph.shape.n_tokens as usize <= rest.len())
-                .expect("the one-token step always fits");
-            let n = step.graph.shape.n_tokens as usize;
-            let (chunk, tail) = rest.split_at(n);
-            let rows = run_step(step, chunk, self.n_past, self.cfg.n_ctx, n_vocab)?;
-            if self.cfg.all_logits || tail.is_empty() {
-                out.extend(rows);
-            }
-            self.n_past += n;
+            let i = self.run_index(rest.len());
+            let n = self.steps[i].graph.shape.n_tokens as usize;
+            let (run, tail) = rest.split_at(n.min(rest.len()));
+            out.extend(self.run(i, run, read)?);
             rest = tail;
-        }
-        if !self.cfg.all_logits {
-            out.truncate(1);
         }
         Ok(out)
     }
+
+    /// The step that runs the next tokens when `rest` remain: the largest that fits, or with
+    /// several sequences the next larger one when padding wastes at most a quarter of it or it
+    /// is no larger than one token per sequence (a decode step is one run).
+    fn run_index(&self, rest: usize) -> usize {
+        let fits = self
+            .steps
+            .iter()
+            .position(|s| s.graph.shape.n_tokens as usize <= rest)
+            .expect("the one-token step always fits");
+        if self.n_seq() == 1 || fits == 0 {
+            return fits;
+        }
+        let up = self.steps[fits - 1].graph.shape.n_tokens as usize;
+        if up <= self.n_seq().next_power_of_two() || (up - rest) * 4 <= up {
+            fits - 1
+        } else {
+            fits
+        }
+    }
+
+    /// One run of step `i` over `run` (padded to its size); the rows of the `out` tokens.
+    fn run(&mut self, i: usize, run: &[Tok], read: Readback) -> Result<Vec<RowOut>, ModelError> {
+        let (n_seq, n_ctx) = (self.n_seq(), self.cfg.n_ctx);
+        let n_vocab = self.arch.n_vocab();
+        let step = &mut self.steps[i];
+        let g = &step.graph;
+        let n = g.shape.n_tokens as usize;
+        let n_kv = g.shape.n_ctx as usize;
+        let scratch = n_seq * n_ctx;
+        let pad = Tok {
+            token: 0,
+            pos: 0,
+            seq: n_seq,
+            out: false,
+        };
+        let toks: Vec<Tok> = run
+            .iter()
+            .copied()
+            .chain(std::iter::repeat(pad))
+            .take(n)
+            .collect();
+        let le32 = |v: i32| v.to_le_bytes();
+        let tokens: Vec<u8> = toks.iter().flat_map(|t| le32(t.token as i32)).collect();
+        let positions: Vec<u8> = toks.iter().flat_map(|t| le32(t.pos as i32)).collect();
+        let row_of = |t: &Tok| {
+            if t.seq == n_seq {
+                scratch
+            } else {
+                t.seq * n_ctx + t.pos
+            }
+        };
+        let slots: Vec<u8> = toks
+            .iter()
+            .flat_map(|t| (row_of(t) as i64).to_le_bytes())
+            .collect();
+        let mask = mask_bytes(&toks, n_seq, n_ctx, n_kv, None);
+        let mask_swa = g.mask_swa.map(|swa| {
+            (
+                swa.mask,
+                mask_bytes(&toks, n_seq, n_ctx, n_kv, Some(swa.window)),
+            )
+        });
+        let n_out = g.shape.n_outputs as usize;
+        let outs: Vec<usize> = (0..run.len()).filter(|&j| run[j].out).collect();
+        if outs.len() > n_out {
+            return Err(ModelError::BadSession(format!(
+                "{} output rows in a run of {n} tokens with {n_out} outputs",
+                outs.len()
+            )));
+        }
+        let fill = outs.last().copied().unwrap_or(run.len() - 1);
+        let out_rows: Vec<u8> = outs
+            .iter()
+            .copied()
+            .chain(std::iter::repeat(fill))
+            .take(n_out)
+            .flat_map(|j| le32(j as i32))
+            .collect();
+        let mut inputs = vec![
+            (g.tokens, &tokens[..]),
+            (g.positions, &positions),
+            (g.kv_slots, &slots),
+            (g.mask, &mask),
+            (g.out_rows, &out_rows),
+        ];
+        if let Some((id, bytes)) = &mask_swa {
+            inputs.push((*id, bytes));
+        }
+        step.exe.run(&inputs)?;
+        if outs.is_empty() {
+            return Ok(vec![]);
+        }
+        let argmax = i32s(&step.exe.read(g.argmax)?);
+        let top = if read >= Readback::TopK {
+            let ids = i32s(&step.exe.read(g.top_ids)?);
+            let vals = f32s(&step.exe.read(g.top_vals)?);
+            let k = ids.len() / n_out;
+            Some((ids, vals, k))
+        } else {
+            None
+        };
+        let logits = if read >= Readback::Logits {
+            Some(f32s(&step.exe.read(g.logits)?))
+        } else {
+            None
+        };
+        Ok((0..outs.len())
+            .map(|r| RowOut {
+                argmax: argmax[r] as u32,
+                top: top.as_ref().map(|(ids, vals, k)| {
+                    (r * k..(r + 1) * k)
+                        .map(|j| (ids[j] as u32, vals[j]))
+                        .collect()
+                }),
+                logits: logits
+                    .as_ref()
+                    .map(|l| l[r * n_vocab..(r + 1) * n_vocab].to_vec()),
+            })
+            .collect())
+    }
 }
 
-fn run_step(
-    step: &mut Step,
-    chunk: &[u32],
-    n_past: usize,
-    n_ctx: usize,
-    n_vocab: usize,
-) -> Result<Vec<Vec<f32>>, ModelError> {
-    let n = chunk.len();
-    let g = &step.graph;
-    let tokens: Vec<u8> = chunk
-        .iter()
-        .flat_map(|&t| (t as i32).to_le_bytes())
-        .collect();
-    let positions: Vec<u8> = (0..n)
-        .flat_map(|i| ((n_past + i) as i32).to_le_bytes())
-        .collect();
-    let slots: Vec<u8> = (0..n)
-        .flat_map(|i| ((n_past + i) as i64).to_le_bytes())
-        .collect();
-    let mask = mask_bytes(n_past, n, n_ctx, None);
-    let mask_swa = g
-        .mask_swa
-        .map(|swa| (swa.mask, mask_bytes(n_past, n, n_ctx, Some(swa.window))));
-    let n_out = g.shape.n_outputs as usize;
-    let out_rows: Vec<u8> = (n - n_out..n)
-        .flat_map(|i| (i as i32).to_le_bytes())
-        .collect();
-    let mut inputs = vec![
-        (g.tokens, &tokens[..]),
-        (g.positions, &positions),
-        (g.kv_slots, &slots),
-        (g.mask, &mask),
-        (g.out_rows, &out_rows),
-    ];
-    if let Some((id, bytes)) = &mask_swa {
-        inputs.push((*id, bytes));
-    }
-    step.exe.run(&inputs)?;
-    let bytes = step.exe.read(g.logits)?;
-    let vals: Vec<f32> = bytes
+fn i32s(bytes: &[u8]) -> Vec<i32> {
+    bytes
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    Ok(vals.chunks_exact(n_vocab).map(|r| r.to_vec()).collect())
+        .collect()
 }
 
-/// The F32 `[n_ctx, n]` mask of `n` queries at positions `n_past..n_past + n` (cache slot `j`
-/// holds position `j`): 0 where the key is visible, -inf elsewhere. Causal, and with a `window`
-/// key `j` is visible to position `p` only when `p - window < j`.
-fn mask_bytes(n_past: usize, n: usize, n_ctx: usize, window: Option<u32>) -> Vec<u8> {
-    let mut mask = Vec::with_capacity(n_ctx * n * 4);
-    for p in n_past..n_past + n {
-        for j in 0..n_ctx {
-            let visible = j <= p && window.is_none_or(|w| j + w as usize > p);
-            let v = if visible { 0.0f32 } else { f32::NEG_INFINITY };
-            mask.extend_from_slice(&v.to_le_bytes());
+/// The F32 `[n_kv, toks.len()]` mask: 0 where the key is visible, -inf elsewhere. A token of
+/// sequence `s` at position `p` sees rows `s·n_ctx + j` for `j <= p`, and with a `window` only
+/// those with `p - window < j`; a padding token (`seq == n_seq`) sees only the scratch row.
+fn mask_bytes(
+    toks: &[Tok],
+    n_seq: usize,
+    n_ctx: usize,
+    n_kv: usize,
+    window: Option<u32>,
+) -> Vec<u8> {
+    let hidden = f32::NEG_INFINITY.to_le_bytes();
+    let mut mask = Vec::with_capacity(n_kv * toks.len() * 4);
+    for t in toks {
+        let (lo, hi) = if t.seq == n_seq {
+            (n_seq * n_ctx, n_seq * n_ctx + 1)
+        } else {
+            let first = window.map_or(0, |w| (t.pos + 1).saturating_sub(w as usize));
+            (t.seq * n_ctx + first, t.seq * n_ctx + t.pos + 1)
+        };
+        let row = mask.len();
+        mask.resize(row + n_kv * 4, 0);
+        for (j, v) in mask[row..].chunks_exact_mut(4).enumerate() {
+            if j < lo || j >= hi {
+                v.copy_from_slice(&hidden);
+            }
         }
     }
     mask

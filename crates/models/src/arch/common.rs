@@ -11,7 +11,7 @@ use wgllm_core::op::{GluOp, RopeMode, RopeParams};
 use wgllm_core::{DType, Graph, TensorId};
 use wgllm_gguf::GgufFile;
 
-use super::{weight, StepGraph, StepShape, SwaMask};
+use super::{weight, StepGraph, StepShape, SwaMask, GPU_TOP_K};
 use crate::error::ModelError;
 
 /// Hyperparameters every decoder here has, read from `<arch>.*` metadata.
@@ -326,7 +326,9 @@ impl<'a> Builder<'a> {
     }
 
     /// Final norm and output matrix over the `out_rows` tokens of `x` only (the output matrix
-    /// is large); `tok_embd` is the output matrix when the model ties them.
+    /// is large); `tok_embd` is the output matrix when the model ties them. Then the output
+    /// head: each row's argmax and top-k ids with their logits, so a session reads back a few
+    /// bytes per row instead of `n_vocab` logits.
     pub fn finish(mut self, x: TensorId, tok_embd: TensorId) -> Result<StepGraph, ModelError> {
         let x = self.g.get_rows(x, self.out_rows)?;
         let x = self.norm(x, "output_norm.weight")?;
@@ -338,6 +340,16 @@ impl<'a> Builder<'a> {
         let logits = self.g.mul_mat(out_w, x)?;
         self.g.set_name(logits, "logits");
         self.g.mark_output(logits)?;
+        let argmax = self.g.argmax(logits)?;
+        self.g.mark_output(argmax)?;
+        let n_out = u64::from(self.s.n_outputs);
+        let k = GPU_TOP_K.min(self.hp.n_vocab as usize) as u32;
+        let top_ids = self.g.top_k(logits, k)?;
+        self.g.mark_output(top_ids)?;
+        // One logit per row of the table: row `id` of matrix `r` is logit `id` of output `r`.
+        let flat = self.g.reshape(logits, [1, self.hp.n_vocab, n_out, 1])?;
+        let top_vals = self.g.get_rows(flat, top_ids)?;
+        self.g.mark_output(top_vals)?;
         Ok(StepGraph {
             graph: self.g,
             shape: self.s,
@@ -348,6 +360,9 @@ impl<'a> Builder<'a> {
             mask_swa: self.mask_swa,
             out_rows: self.out_rows,
             logits,
+            argmax,
+            top_ids,
+            top_vals,
         })
     }
 }

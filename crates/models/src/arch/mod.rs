@@ -21,7 +21,7 @@ pub struct StepShape {
     pub n_tokens: u32,
     /// KV cache capacity in tokens.
     pub n_ctx: u32,
-    /// Rows of logits produced: 1 (the last token) or `n_tokens` (every token).
+    /// Rows of logits produced (which token rows: the `out_rows` input), at most `n_tokens`.
     pub n_outputs: u32,
     /// dtype of the KV cache.
     pub kv_dtype: DType,
@@ -45,7 +45,17 @@ pub struct StepGraph {
     pub out_rows: TensorId,
     /// F32 `[n_vocab, n_outputs]` logits.
     pub logits: TensorId,
+    /// I32 `[n_outputs]`: the first index of each row's largest logit.
+    pub argmax: TensorId,
+    /// I32 `[k, n_outputs]`: the ids of each row's `k = min(GPU_TOP_K, n_vocab)` largest logits,
+    /// largest first, ties to the lower id.
+    pub top_ids: TensorId,
+    /// F32 `[1, k, n_outputs]`: the logits of `top_ids`.
+    pub top_vals: TensorId,
 }
+
+/// Candidates the output head selects per row on the backend (the top_k kernel's largest k).
+pub const GPU_TOP_K: usize = 64;
 
 /// A second attention mask input, F32 `[n_ctx, n_tokens]`: key `j` is visible to the query at
 /// position `p` iff `p - window < j <= p`.
