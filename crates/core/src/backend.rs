@@ -69,6 +69,10 @@ pub fn check_shared_states(graphs: &[&Graph]) -> Result<()> {
     Ok(())
 }
 
+/// What [`Executable::read_async`] returns.
+pub type ReadFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>>> + 'a>>;
+
 /// A compiled graph.
 pub trait Executable {
     /// Runs the graph once. `inputs` gives the contiguous bytes of every `Input` leaf.
@@ -76,6 +80,13 @@ pub trait Executable {
 
     /// Reads an output or `State` tensor as contiguous bytes of its dtype.
     fn read(&mut self, t: TensorId) -> Result<Vec<u8>>;
+
+    /// [`Executable::read`] as a future, for callers that must not block (WebGPU in the browser,
+    /// where a readback completes only on a later turn of the event loop). The provided method
+    /// reads synchronously; backends whose reads wait on a device override it.
+    fn read_async(&mut self, t: TensorId) -> ReadFuture<'_> {
+        Box::pin(std::future::ready(self.read(t)))
+    }
 
     /// Overwrites a `State` tensor with contiguous bytes of its dtype.
     fn write(&mut self, t: TensorId, data: &[u8]) -> Result<()>;
