@@ -19,6 +19,8 @@ const BINARY: &str = include_str!("kernels/binary.wgsl");
 const GET_ROWS: &str = include_str!("kernels/get_rows.wgsl");
 const SET_ROWS: &str = include_str!("kernels/set_rows.wgsl");
 const MUL_MAT: &str = include_str!("kernels/mul_mat.wgsl");
+const MUL_MAT_VEC: &str = include_str!("kernels/mul_mat_vec.wgsl");
+const QUANT_UNIT: &str = include_str!("kernels/quant_unit.wgsl");
 const GLU: &str = include_str!("kernels/glu.wgsl");
 const NORM: &str = include_str!("kernels/norm.wgsl");
 const SOFTMAX: &str = include_str!("kernels/softmax.wgsl");
@@ -53,6 +55,9 @@ pub enum Kernel {
     SetRows,
     /// `mul_mat.wgsl`, `tn` output columns per workgroup.
     MulMat { tn: u32 },
+    /// `mul_mat_vec.wgsl` with `quant_unit.wgsl`: at most `nc` activation columns, `tpr` lanes
+    /// per weight row. src1 is bound as vec4s, f16/bf16 weights as raw words.
+    MulMatVec { nc: u32, tpr: u32 },
     /// `glu.wgsl`: `dst = EXPR(x, g)`.
     Glu { expr: &'static str },
     /// `norm.wgsl`, one workgroup per row.
@@ -202,11 +207,19 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         return Err(format!("{n} bindings (1..={MAX_BINDINGS} allowed)"));
     }
     let mut head = String::new();
-    if key.dtypes.contains(&DType::F16) {
+    let mat_vec = matches!(key.kernel, Kernel::MulMatVec { .. });
+    // The mat-vec kernel reads f16 weights as words: it needs no SHADER_F16.
+    if key.dtypes.contains(&DType::F16) && !mat_vec {
         head.push_str("enable f16;\n\n");
     }
     for (k, &dt) in key.dtypes.iter().enumerate() {
         let mut elem = wgsl_elem(dt).ok_or_else(|| format!("no WGSL type for {dt}"))?;
+        if mat_vec && k == 0 && matches!(dt, DType::F16 | DType::BF16) {
+            elem = "u32";
+        }
+        if mat_vec && k == 1 {
+            elem = "vec4<f32>";
+        }
         // set_rows writes blocks that share words with their neighbours (see set_rows.wgsl).
         if key.kernel == Kernel::SetRows && k + 1 == n && dt.is_quantized() {
             elem = "atomic<u32>";
@@ -219,6 +232,9 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     }
     head.push('\n');
     for (k, &dt) in key.dtypes[..n - 1].iter().enumerate() {
+        if mat_vec {
+            break;
+        }
         if let Some(l) = loader(&binding_name(k, n), dt) {
             head.push_str(&l);
         }
@@ -333,6 +349,19 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("PARTIAL", (tn * key.wg).to_string()));
             MUL_MAT
         }
+        Kernel::MulMatVec { nc, tpr } => {
+            vars.push(("NC", nc.to_string()));
+            vars.push(("TPR", tpr.to_string()));
+            vars.push(("RED", (nc * key.wg).to_string()));
+            flags.push(unit_flag(src0));
+            if src0.is_quantized() {
+                flags.push("U_BLOCKS");
+            }
+            if matches!(src0, DType::Q4_K | DType::Q5_K) {
+                flags.push("U_KSCALES");
+            }
+            MUL_MAT_VEC
+        }
     };
     let mut text = head;
     text.push_str(COMMON);
@@ -343,6 +372,9 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     if activations {
         text.push_str(ACTIVATIONS);
     }
+    if mat_vec {
+        text.push_str(QUANT_UNIT);
+    }
     if matches!(
         key.kernel,
         Kernel::Norm(_) | Kernel::SoftMax { .. } | Kernel::Family(Family::Reduce(_))
@@ -352,6 +384,24 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     text.push_str(body);
     text.push_str(&readers);
     specialize(&text, &flags, &vars)
+}
+
+/// The `quant_unit.wgsl` decoder of a mat-vec weight dtype.
+fn unit_flag(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Q4_0 => "U_Q4_0",
+        DType::Q4_1 => "U_Q4_1",
+        DType::Q5_0 => "U_Q5_0",
+        DType::Q5_1 => "U_Q5_1",
+        DType::Q8_0 => "U_Q8_0",
+        DType::Q4_K => "U_Q4_K",
+        DType::Q5_K => "U_Q5_K",
+        DType::Q6_K => "U_Q6_K",
+        DType::F16 => "U_F16",
+        DType::BF16 => "U_BF16",
+        DType::F32 => "U_F32",
+        _ => "U_GENERIC",
+    }
 }
 
 /// The K (src1) and V (src2) row readers `flash_attn.wgsl` calls, from

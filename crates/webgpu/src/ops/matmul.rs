@@ -6,13 +6,18 @@
 use wgllm_core::{DType, Result};
 
 use super::rows::QUANTS;
-use super::{windows, Ctx, Dispatch};
+use super::{windows, Ctx, Dispatch, Operand};
 use crate::shaders::{Kernel, PipelineKey};
 
 /// Invocations per mul_mat workgroup (a power of two: the reduction halves it).
 const WG: u32 = 64;
 /// Output columns per workgroup.
 const TN: u32 = 4;
+/// Mat-vec: invocations per workgroup, lanes per weight row (a power of two), and the column
+/// counts compiled (a product with n columns uses the smallest that holds n).
+const WG_VEC: u32 = 128;
+const TPR: u32 = 32;
+const VEC_COLS: [u32; 4] = [1, 2, 4, 8];
 
 fn key(a: DType, b: DType) -> PipelineKey {
     PipelineKey {
@@ -38,6 +43,9 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     ctx.require_f16(&[a.dtype, b.dtype])?;
     let (ea, eb) = (a.layout.ne, b.layout.ne);
     let (k, n) = (ea[0], eb[1]);
+    if let Some(nc) = vec_cols(ctx, &a, &b) {
+        return mul_mat_vec(ctx, &a, &b, &dst, nc);
+    }
     let tiles = n.div_ceil(u64::from(TN));
     // A weight over the binding limit runs as one dispatch per window of its rows, each writing
     // the matching rows (dim 0) of the result.
@@ -72,6 +80,81 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     Ok(out)
 }
 
+/// The mat-vec variant for this product, when it applies: f32 activations with at most 8
+/// columns, each a whole number of vec4s from a 16-byte aligned start (the vec4 binding of
+/// src1), whole units of 32 weights per row, and f16/bf16 weights starting on whole words.
+fn vec_cols(ctx: &Ctx, a: &Operand, b: &Operand) -> Option<u32> {
+    let (la, lb) = (&a.layout, &b.layout);
+    let n = lb.ne[1];
+    let nc = VEC_COLS.into_iter().find(|&c| u64::from(c) >= n)?;
+    let align16 = |x: u64| x.is_multiple_of(16);
+    let f32_ok = b.dtype == DType::F32
+        && lb.nb[0] == 4
+        && align16(lb.offset)
+        && (1..4).all(|d| lb.ne[d] == 1 || align16(lb.nb[d]))
+        && align16(u64::from(
+            ctx.caps.limits.min_storage_buffer_offset_alignment,
+        ));
+    let words = |x: u64| x.is_multiple_of(4);
+    let weight_ok = match a.dtype {
+        DType::F32 => la.nb[0] == 4,
+        DType::F16 | DType::BF16 => {
+            la.nb[0] == 2 && words(la.offset) && (1..4).all(|d| la.ne[d] == 1 || words(la.nb[d]))
+        }
+        d => QUANTS.contains(&d),
+    };
+    (f32_ok && weight_ok && la.ne[0].is_multiple_of(32)).then_some(nc)
+}
+
+fn vec_key(a: DType, nc: u32) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::MulMatVec { nc, tpr: TPR },
+        dtypes: vec![a, DType::F32, DType::F32],
+        wg: WG_VEC,
+    }
+}
+
+/// mul_mat through `mul_mat_vec.wgsl`: `WG_VEC / TPR` weight rows per workgroup.
+fn mul_mat_vec(
+    ctx: &Ctx,
+    a: &Operand,
+    b: &Operand,
+    dst: &Operand,
+    nc: u32,
+) -> Result<Vec<Dispatch>> {
+    let (ea, eb) = (a.layout.ne, b.layout.ne);
+    let rows_per_group = u64::from(WG_VEC / TPR);
+    let mut out = Vec::new();
+    for w in windows::row_windows(ctx, a)? {
+        let m = w.operand.layout.ne[1];
+        let mut d = dst.clone();
+        d.layout.ne[0] = m;
+        d.layout.offset += w.first_row * d.layout.nb[0];
+        let op = [
+            ctx.items(ea[0])?,
+            ctx.items(m)?,
+            ctx.items(eb[1])?,
+            ctx.items(eb[2] / ea[2])?,
+            ctx.items(eb[3] / ea[3])?,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        out.push(Dispatch {
+            key: vec_key(a.dtype, nc),
+            operands: vec![w.operand, b.clone(), d],
+            op_words: op,
+            items: ctx.items(m * eb[1] * eb[2] * eb[3])?,
+            groups: ctx.grid(m.div_ceil(rows_per_group), eb[2] * eb[3])?,
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 pub(super) fn keys() -> Vec<PipelineKey> {
     let mut keys: Vec<PipelineKey> = [DType::F32, DType::F16, DType::BF16]
@@ -80,5 +163,11 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .map(|a| key(a, DType::F32))
         .collect();
     keys.push(key(DType::F16, DType::F16));
+    for a in [DType::F32, DType::F16, DType::BF16]
+        .into_iter()
+        .chain(QUANTS)
+    {
+        keys.extend(VEC_COLS.map(|nc| vec_key(a, nc)));
+    }
     keys
 }

@@ -499,10 +499,18 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
             bs => bs as u64,
         };
         // (k, m, n, weight dims 2-3, activation dims 2-3)
+        // Long rows for the mat-vec kernel: more units of 32 than a row has lanes.
+        let kv = match wt.block_size() {
+            256 => 1280,
+            _ => 1088,
+        };
         let shapes = [
             (k0, 33, 1, [1, 1], [1, 1]),
             (k0, 7, 5, [2, 1], [4, 3]),
             (2 * k0, 17, 9, [1, 1], [1, 1]),
+            (kv, 13, 1, [1, 1], [1, 1]),
+            (kv, 6, 3, [2, 1], [2, 3]),
+            (kv, 5, 8, [1, 1], [1, 1]),
         ];
         for (k, m, n, wa, wb) in shapes {
             let name = format!("MUL_MAT {wt} x f32 k={k} m={m} n={n} batch {wa:?} x {wb:?}");

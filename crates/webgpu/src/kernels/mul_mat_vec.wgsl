@@ -1,0 +1,63 @@
+// Matrix × a few vectors (decode): dst[m, n, i2, i3] = sum_k src0[k, m, a2, a3] * src1[k, n, i2, i3]
+// for N <= NC activation columns, accumulated in f32. Each weight row is read once for all
+// columns, unit (32 values) by unit, decoded in registers by `unit` (quant_unit.wgsl).
+// A workgroup has RPW rows of TPR lanes; lane t of a row takes units t, t + TPR, ..., then the
+// lanes of the row reduce in workgroup memory.
+// src1 is bound as vec4s: its offset and column stride are whole vec4s (the planner checks).
+// op_u: 0 = K, 1 = M, 2 = N, 3 = r2 (src1.ne2 / src0.ne2), 4 = r3. Workgroup z indexes the batch.
+
+const NC: u32 = {{NC}}u;
+const TPR: u32 = {{TPR}}u;
+const RPW: u32 = {{WG}}u / TPR;
+
+var<workgroup> red: array<f32, {{RED}}>;
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let r = lid / TPR;
+    let lane = lid % TPR;
+    let m = group_id(wid, nwg) * RPW + r;
+    let valid = m < op_u(1u);
+    let n_cols = op_u(2u);
+    let i2 = wid.z % t_ne(1u, 2u);
+    let i3 = wid.z / t_ne(1u, 2u);
+    var acc: array<f32, NC>;
+    for (var c = 0u; c < NC; c++) {
+        acc[c] = 0.0;
+    }
+    if (valid) {
+        let row = t_idx(0u, vec4<u32>(0u, m, i2 / op_u(3u), i3 / op_u(4u)));
+        let x0 = t_idx(1u, vec4<u32>(0u, 0u, i2, i3)) / 4u;
+        let xcol = t_nb(1u, 1u) / 4u;
+        let units = op_u(0u) / 32u;
+        for (var u = lane; u < units; u += TPR) {
+            let w = unit(row, u);
+            for (var c = 0u; c < NC; c++) {
+                if (c < n_cols) {
+                    let xb = x0 + c * xcol + 8u * u;
+                    var s = dot(w[0], src1[xb]);
+                    for (var j = 1u; j < 8u; j++) {
+                        s += dot(w[j], src1[xb + j]);
+                    }
+                    acc[c] += s;
+                }
+            }
+        }
+    }
+    for (var c = 0u; c < NC; c++) {
+        red[c * {{WG}}u + lid] = acc[c];
+    }
+    workgroupBarrier();
+    for (var s = TPR / 2u; s > 0u; s = s / 2u) {
+        if (lane < s) {
+            for (var c = 0u; c < NC; c++) {
+                red[c * {{WG}}u + lid] += red[c * {{WG}}u + lid + s];
+            }
+        }
+        workgroupBarrier();
+    }
+    if (valid && lane < n_cols) {
+        store_dst(t_idx(2u, vec4<u32>(m, lane, i2, i3)), red[lane * {{WG}}u + r * TPR]);
+    }
+}
