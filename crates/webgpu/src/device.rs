@@ -5,8 +5,14 @@
 //! none is open, to the uncaptured-error handler (whose default panics). We open scopes around
 //! everything we create or submit and install a handler that records anything else, so a device
 //! problem becomes `Error::Device` and never aborts the process.
+//!
+//! In the browser (`wasm32`, wgpu's WebGPU backend) nothing may block: [`Gpu::open_async`] opens
+//! the device, [`Gpu::map_read`] awaits a readback, and error scopes are not awaited — the
+//! uncaptured-error handler records every error, and the next readback reports it.
 
+use std::future::Future;
 use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
 
 use wgllm_core::{Error, Result};
 
@@ -83,8 +89,9 @@ fn instance() -> wgpu::Instance {
     wgpu::Instance::new(desc)
 }
 
-fn enumerate(instance: &wgpu::Instance) -> Vec<wgpu::Adapter> {
-    pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()))
+/// Every adapter of `instance`; in the browser, the one `navigator.gpu` offers.
+fn enumerate(instance: &wgpu::Instance) -> impl Future<Output = Vec<wgpu::Adapter>> {
+    instance.enumerate_adapters(wgpu::Backends::all())
 }
 
 fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
@@ -112,8 +119,15 @@ fn summarize(index: usize, adapter: &wgpu::Adapter) -> AdapterSummary {
 }
 
 /// Every adapter wgpu finds, in a stable order (what [`AdapterSelector::Index`] counts).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn list_adapters() -> Vec<AdapterSummary> {
+    pollster::block_on(list_adapters_async())
+}
+
+/// [`list_adapters`] without blocking (the browser's way).
+pub async fn list_adapters_async() -> Vec<AdapterSummary> {
     enumerate(&instance())
+        .await
         .iter()
         .enumerate()
         .map(|(i, a)| summarize(i, a))
@@ -218,9 +232,15 @@ pub struct Gpu {
 
 impl Gpu {
     /// Opens the adapter `config.adapter` selects with its real limits and the useful features.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn open(config: &WebGpuConfig) -> Result<Gpu> {
+        pollster::block_on(Gpu::open_async(config))
+    }
+
+    /// [`Gpu::open`] without blocking: the only way in the browser.
+    pub async fn open_async(config: &WebGpuConfig) -> Result<Gpu> {
         let instance = instance();
-        let adapters = enumerate(&instance);
+        let adapters = enumerate(&instance).await;
         let adapter = choose(adapters, &config.adapter)?;
         let summary = summarize(0, &adapter);
         let offered = adapter.features();
@@ -249,8 +269,10 @@ impl Gpu {
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         };
-        let (device, queue) =
-            pollster::block_on(adapter.request_device(&desc)).map_err(|e| Error::Device {
+        let (device, queue) = adapter
+            .request_device(&desc)
+            .await
+            .map_err(|e| Error::Device {
                 what: format!("requesting a device from '{}': {e}", summary.name),
             })?;
         let errors = ErrorSink::default();
@@ -291,18 +313,33 @@ impl Gpu {
 
     /// Runs `f` inside validation, out-of-memory and internal error scopes; any error they catch
     /// (or that reached the uncaptured handler meanwhile) becomes `Error::Device` naming `what`.
+    #[cfg(not(target_arch = "wasm32"))]
     pub(crate) fn scoped<T>(&self, what: &str, f: impl FnOnce() -> T) -> Result<T> {
         let internal = self.device.push_error_scope(wgpu::ErrorFilter::Internal);
         let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
         let validation = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let out = f();
-        let mut errs: Vec<String> = [validation.pop(), oom.pop(), internal.pop()]
+        let errs: Vec<String> = [validation.pop(), oom.pop(), internal.pop()]
             .into_iter()
             .filter_map(|fut| pollster::block_on(fut).map(|e| e.to_string()))
             .collect();
+        self.check(what, errs).map(|()| out)
+    }
+
+    /// Runs `f`. The browser's error scopes resolve only on a later turn of its event loop, so
+    /// here every error goes to the uncaptured handler and is reported by the next readback (or
+    /// this call, when it already arrived).
+    #[cfg(target_arch = "wasm32")]
+    pub(crate) fn scoped<T>(&self, what: &str, f: impl FnOnce() -> T) -> Result<T> {
+        let out = f();
+        self.check(what, Vec::new()).map(|()| out)
+    }
+
+    /// `Err(Error::Device)` naming `what` with `errs` and the errors recorded since last checked.
+    fn check(&self, what: &str, mut errs: Vec<String>) -> Result<()> {
         errs.extend(self.errors.take());
         match errs.is_empty() {
-            true => Ok(out),
+            true => Ok(()),
             false => Err(Error::Device {
                 what: format!("{what}: {}", errs.join("; ")),
             }),
@@ -312,15 +349,46 @@ impl Gpu {
     /// Blocks until all submitted work is done, surfacing device loss and stray errors.
     pub(crate) fn wait(&self, what: &str) -> Result<()> {
         let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
-        let mut errs = self.errors.take();
-        if let Err(e) = polled {
-            errs.push(e.to_string());
-        }
-        match errs.is_empty() {
-            true => Ok(()),
-            false => Err(Error::Device {
-                what: format!("{what}: {}", errs.join("; ")),
-            }),
-        }
+        self.check(what, polled.err().map(|e| e.to_string()).into_iter().collect())
     }
+
+    /// Maps the first `len` bytes of `buffer` for reading once the GPU has written them. Natively
+    /// this waits for the device; in the browser it yields to the event loop until the mapping
+    /// is done. Device errors recorded meanwhile are reported as `Error::Device`.
+    pub(crate) async fn map_read(&self, buffer: &wgpu::Buffer, len: u64) -> Result<()> {
+        let done: Arc<Mutex<MapState>> = Arc::default();
+        let state = done.clone();
+        buffer.map_async(wgpu::MapMode::Read, 0..len, move |r| {
+            if let Ok(mut s) = state.lock() {
+                s.result = Some(r.map_err(|e| e.to_string()));
+                if let Some(w) = s.waker.take() {
+                    w.wake();
+                }
+            }
+        });
+        // A no-op in the browser, which maps on its own.
+        self.wait("waiting for the GPU")?;
+        let mapped = std::future::poll_fn(|cx| match done.lock() {
+            Ok(mut s) => match s.result.take() {
+                Some(r) => Poll::Ready(r),
+                None => {
+                    s.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            },
+            Err(_) => Poll::Ready(Err("the mapping state was poisoned".to_string())),
+        })
+        .await;
+        self.check("reading back", Vec::new())?;
+        mapped.map_err(|e| Error::Device {
+            what: format!("mapping a readback buffer: {e}"),
+        })
+    }
+}
+
+/// Completion of one `map_async`: its result, and the task to wake when it arrives.
+#[derive(Default)]
+struct MapState {
+    result: Option<std::result::Result<(), String>>,
+    waker: Option<Waker>,
 }

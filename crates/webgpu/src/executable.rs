@@ -5,8 +5,9 @@
 //! operand is bound as a window starting at its byte offset rounded down to the device's storage
 //! offset alignment; the remainder goes to the kernel as an element offset in the parameters.
 
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 
+use wgllm_core::backend::ReadFuture;
 use wgllm_core::{Error, Executable, Graph, Op, Result, TensorId};
 
 use crate::buffer::{self, align_up, Buffers, MemoryReport, Shared};
@@ -161,8 +162,9 @@ impl WebGpuExecutable {
         }
     }
 
-    /// Copies `len` bytes at `offset` (both multiples of 4) of `src` back to the host.
-    fn download(&mut self, src: &wgpu::Buffer, offset: u64, len: u64) -> Result<Vec<u8>> {
+    /// Copies `len` bytes at `offset` (both multiples of 4) of `src` back to the host, awaiting
+    /// the mapping (natively it is done by the time this is first polled).
+    async fn download(&mut self, src: &wgpu::Buffer, offset: u64, len: u64) -> Result<Vec<u8>> {
         let staging = self.staging(len)?;
         let gpu = self.gpu.clone();
         gpu.scoped("reading back", || {
@@ -172,18 +174,7 @@ impl WebGpuExecutable {
             enc.copy_buffer_to_buffer(src, offset, &staging, 0, len);
             gpu.queue.submit([enc.finish()]);
         })?;
-        let (tx, rx) = mpsc::channel();
-        staging.map_async(wgpu::MapMode::Read, 0..len, move |r| {
-            // The receiver outlives the wait below; a send can only fail if it was dropped.
-            let _ = tx.send(r);
-        });
-        gpu.wait("waiting for the GPU")?;
-        let mapped = rx.recv().map_err(|_| Error::Device {
-            what: "readback mapping was never completed".into(),
-        })?;
-        mapped.map_err(|e| Error::Device {
-            what: format!("mapping the staging buffer: {e}"),
-        })?;
+        gpu.map_read(&staging, len).await?;
         let out = staging
             .get_mapped_range(0..len)
             .map(|v| v.to_vec())
@@ -192,6 +183,50 @@ impl WebGpuExecutable {
             });
         staging.unmap();
         out
+    }
+
+    /// Reads an output or state tensor: the one readback path behind `read` and `read_async`.
+    async fn read_tensor(&mut self, t: TensorId) -> Result<Vec<u8>> {
+        let node = self.graph.try_node(t)?.clone();
+        let root_op = &self.graph.node(self.graph.root(t)).op;
+        let readable = self.graph.outputs().contains(&t)
+            || matches!(root_op, Op::State | Op::Input | Op::Weight);
+        if !readable {
+            return Err(Error::graph(format!(
+                "'{}' is not an output; mark it with Graph::mark_output",
+                node.name
+            )));
+        }
+        let (dtype, l) = (node.dtype, node.layout);
+        let span = l.span_bytes(dtype);
+        if span == 0 {
+            return Ok(Vec::new());
+        }
+        let (buf, base) = self.buffers.storage(&self.graph, t)?;
+        let buf = buf.clone();
+        let start = base + l.offset;
+        let first = start / 4 * 4;
+        let bytes = self
+            .download(&buf, first, align_up(start + span, 4) - first)
+            .await?;
+        let skew = (start - first) as usize;
+        let row_bytes = dtype
+            .row_bytes(l.ne[0])
+            .ok_or_else(|| Error::shape("row size"))? as usize;
+        let ts = dtype.type_size();
+        let mut out = Vec::with_capacity(l.nrows() as usize * row_bytes);
+        for [_, i1, i2, i3] in l.rows() {
+            let row = skew + (l.byte_offset(dtype, [0, i1, i2, i3]) - l.offset) as usize;
+            if l.rows_contiguous(dtype) {
+                out.extend_from_slice(&bytes[row..row + row_bytes]);
+            } else {
+                for i0 in 0..l.ne[0] as usize {
+                    let e = row + i0 * l.nb[0] as usize;
+                    out.extend_from_slice(&bytes[e..e + ts]);
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -244,44 +279,19 @@ impl Executable for WebGpuExecutable {
     }
 
     fn read(&mut self, t: TensorId) -> Result<Vec<u8>> {
-        let node = self.graph.try_node(t)?.clone();
-        let root_op = &self.graph.node(self.graph.root(t)).op;
-        let readable = self.graph.outputs().contains(&t)
-            || matches!(root_op, Op::State | Op::Input | Op::Weight);
-        if !readable {
-            return Err(Error::graph(format!(
-                "'{}' is not an output; mark it with Graph::mark_output",
-                node.name
-            )));
-        }
-        let (dtype, l) = (node.dtype, node.layout);
-        let span = l.span_bytes(dtype);
-        if span == 0 {
-            return Ok(Vec::new());
-        }
-        let (buf, base) = self.buffers.storage(&self.graph, t)?;
-        let buf = buf.clone();
-        let start = base + l.offset;
-        let first = start / 4 * 4;
-        let bytes = self.download(&buf, first, align_up(start + span, 4) - first)?;
-        let skew = (start - first) as usize;
-        let row_bytes = dtype
-            .row_bytes(l.ne[0])
-            .ok_or_else(|| Error::shape("row size"))? as usize;
-        let ts = dtype.type_size();
-        let mut out = Vec::with_capacity(l.nrows() as usize * row_bytes);
-        for [_, i1, i2, i3] in l.rows() {
-            let row = skew + (l.byte_offset(dtype, [0, i1, i2, i3]) - l.offset) as usize;
-            if l.rows_contiguous(dtype) {
-                out.extend_from_slice(&bytes[row..row + row_bytes]);
-            } else {
-                for i0 in 0..l.ne[0] as usize {
-                    let e = row + i0 * l.nb[0] as usize;
-                    out.extend_from_slice(&bytes[e..e + ts]);
-                }
-            }
-        }
-        Ok(out)
+        #[cfg(not(target_arch = "wasm32"))]
+        return pollster::block_on(self.read_tensor(t));
+        #[cfg(target_arch = "wasm32")]
+        return Err(Error::Device {
+            what: format!(
+                "reading '{}': a browser cannot block on the GPU; use read_async",
+                self.graph.try_node(t)?.name
+            ),
+        });
+    }
+
+    fn read_async(&mut self, t: TensorId) -> ReadFuture<'_> {
+        Box::pin(self.read_tensor(t))
     }
 
     fn write(&mut self, t: TensorId, data: &[u8]) -> Result<()> {

@@ -36,7 +36,9 @@ use wgllm_core::{Backend, Executable, Graph, Result, TensorId};
 
 pub use buffer::MemoryReport;
 pub use config::{AdapterSelector, ShaderChecks, WebGpuConfig};
-pub use device::{list_adapters, AdapterSummary, Capabilities};
+#[cfg(not(target_arch = "wasm32"))]
+pub use device::list_adapters;
+pub use device::{list_adapters_async, AdapterSummary, Capabilities};
 pub use executable::WebGpuExecutable;
 
 /// The WebGPU backend: one opened device and its pipeline cache.
@@ -48,8 +50,14 @@ pub struct WebGpuBackend {
 
 impl WebGpuBackend {
     /// Opens the adapter the config selects.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn new(config: WebGpuConfig) -> Result<WebGpuBackend> {
-        let gpu = device::Gpu::open(&config)?;
+        pollster::block_on(WebGpuBackend::new_async(config))
+    }
+
+    /// [`WebGpuBackend::new`] without blocking: the only way in the browser.
+    pub async fn new_async(config: WebGpuConfig) -> Result<WebGpuBackend> {
+        let gpu = device::Gpu::open_async(&config).await?;
         Ok(WebGpuBackend {
             gpu: Arc::new(gpu),
             config,
