@@ -12,6 +12,7 @@ use wgllm_core::plan::{plan_memory, MemoryPlan};
 use wgllm_core::{Error, Graph, Op, Result, TensorId};
 
 use crate::device::Gpu;
+use crate::ops::SCRATCH;
 
 /// Bytes this backend allocated for one compiled graph, by purpose.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -108,6 +109,7 @@ pub(crate) struct Shared {
 
 pub(crate) struct Buffers {
     arena: wgpu::Buffer,
+    scratch: Option<wgpu::Buffer>,
     own: HashMap<TensorId, wgpu::Buffer>,
     plan: MemoryPlan,
     pub(crate) report: MemoryReport,
@@ -117,7 +119,13 @@ impl Buffers {
     /// Plans the arena with the device's storage offset alignment and creates every buffer,
     /// uploading weights. `State` leaves and weights take their buffer from `shared`, or create
     /// it there, so executables compiled together share states and upload each weight once.
-    pub(crate) fn new(gpu: &Gpu, graph: &Graph, shared: &mut Shared) -> Result<Buffers> {
+    /// `scratch` is the bytes of working memory the dispatches need (`ops::SCRATCH`).
+    pub(crate) fn new(
+        gpu: &Gpu,
+        graph: &Graph,
+        shared: &mut Shared,
+        scratch: u64,
+    ) -> Result<Buffers> {
         let align = u64::from(gpu.caps.limits.min_storage_buffer_offset_alignment);
         let plan = plan_memory(graph, align);
         let mut report = MemoryReport {
@@ -127,7 +135,11 @@ impl Buffers {
         // Slack past the end so a window rounded up to whole words stays inside.
         let arena_size = align_up(plan.arena_bytes, align) + 4;
         let arena = create(gpu, "arena", arena_size, USAGE, None)?;
-        report.arena = arena.size();
+        let scratch = match scratch {
+            0 => None,
+            n => Some(create(gpu, "scratch", align_up(n, 4) + 4, USAGE, None)?),
+        };
+        report.arena = arena.size() + scratch.as_ref().map_or(0, |b| b.size());
         let mut own = HashMap::new();
         for t in graph.ids() {
             let node = graph.node(t);
@@ -172,6 +184,7 @@ impl Buffers {
         }
         Ok(Buffers {
             arena,
+            scratch,
             own,
             plan,
             report,
@@ -180,6 +193,13 @@ impl Buffers {
 
     /// The buffer holding `t`'s root storage and the byte offset of that storage in it.
     pub(crate) fn storage(&self, graph: &Graph, t: TensorId) -> Result<(&wgpu::Buffer, u64)> {
+        if t == SCRATCH {
+            return self
+                .scratch
+                .as_ref()
+                .map(|b| (b, 0))
+                .ok_or_else(|| Error::graph("a dispatch uses scratch that was not allocated"));
+        }
         let root = graph.root(t);
         if let Some(b) = self.own.get(&root) {
             return Ok((b, 0));

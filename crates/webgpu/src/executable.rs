@@ -81,7 +81,8 @@ impl WebGpuExecutable {
         dispatches: Vec<Dispatch>,
         shared: &mut Shared,
     ) -> Result<WebGpuExecutable> {
-        let mut buffers = Buffers::new(&gpu, graph, shared)?;
+        let mut buffers =
+            Buffers::new(&gpu, graph, shared, crate::ops::scratch_bytes(&dispatches))?;
         let slot = align_up(
             PARAM_BYTES,
             u64::from(gpu.caps.limits.min_uniform_buffer_offset_alignment),

@@ -27,6 +27,7 @@ const SOFTMAX: &str = include_str!("kernels/softmax.wgsl");
 const ROPE: &str = include_str!("kernels/rope.wgsl");
 const FLASH_ATTN: &str = include_str!("kernels/flash_attn.wgsl");
 const FLASH_ATTN_KV: &str = include_str!("kernels/flash_attn_kv.wgsl");
+const FLASH_ATTN_COMBINE: &str = include_str!("kernels/flash_attn_combine.wgsl");
 const TOP_K: &str = include_str!("kernels/top_k.wgsl");
 const WG_REDUCE: &str = include_str!("kernels/wg_reduce.wgsl");
 
@@ -67,14 +68,17 @@ pub enum Kernel {
     /// `rope.wgsl`: the mode (pairing and position sections), with or without frequency
     /// factors.
     Rope { mode: RopeMode, freq_factors: bool },
-    /// `flash_attn.wgsl`, one workgroup per query row and head: which optional sources are
-    /// bound, the K head size `d` and the V head size `dv`.
+    /// `flash_attn.wgsl`, one workgroup per query row and head (per split of its keys when
+    /// `split`): which optional sources are bound, the K head size `d` and the V head size `dv`.
     FlashAttn {
         mask: bool,
         sinks: bool,
         d: u32,
         dv: u32,
+        split: bool,
     },
+    /// `flash_attn_combine.wgsl`: merges split partial results, with or without sinks.
+    FlashAttnCombine { sinks: bool, dv: u32 },
     /// `top_k.wgsl`, one workgroup per row: the `k` largest, or argmax (`k` = 1, NaN lowest).
     TopK { k: u32, argmax: bool },
     /// The families of `variants.rs` (shape, upscale, reductions, mul_mat_id, sequence).
@@ -304,9 +308,18 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             }
             ROPE
         }
-        Kernel::FlashAttn { mask, sinks, d, dv } => {
+        Kernel::FlashAttn {
+            mask,
+            sinks,
+            d,
+            dv,
+            split,
+        } => {
             if mask {
                 flags.push("MASK");
+            }
+            if split {
+                flags.push("SPLIT");
             }
             if sinks {
                 flags.push("SINKS");
@@ -316,6 +329,13 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("DVP", dv.div_ceil(key.wg).to_string()));
             readers = flash_attn_readers(&key.dtypes)?;
             FLASH_ATTN
+        }
+        Kernel::FlashAttnCombine { sinks, dv } => {
+            if sinks {
+                flags.push("SINKS");
+            }
+            vars.push(("DV", dv.to_string()));
+            FLASH_ATTN_COMBINE
         }
         Kernel::TopK { k, argmax } => {
             if argmax {

@@ -15,6 +15,12 @@
 // 4·(D + WG) bytes.
 // op_f: 0 = scale (already divided by softcap when softcap != 0), 1 = max_bias, 2 = m0, 3 = m1,
 // 5 = softcap; op_u: 4 = n_head_log2, 6 = n_head / K heads, 7 = n_head / V heads.
+//
+// SPLIT (flash decoding): the keys of a row are cut into op_u(9) splits of op_u(8) keys, one
+// workgroup each (workgroup g·splits + s), so a decode step's few rows still fill the GPU. A split
+// writes its unnormalized partial result (m, l, acc[DV]) to scratch (the dst binding) at
+// (g·splits + s)·(DV + 2); `flash_attn_combine.wgsl` merges the splits and applies the sink.
+// A split whose keys are all masked (the unwritten tail of a KV cache) reads no K or V.
 
 const WG: u32 = {{WG}}u;
 const D: u32 = {{D}}u;
@@ -41,7 +47,14 @@ fn alibi(h: u32) -> f32 {
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let g = group_id(wid, nwg);
+    let gall = group_id(wid, nwg);
+#if SPLIT
+    let g = gall / op_u(9u);
+    let kb = (gall % op_u(9u)) * op_u(8u);
+#else
+    let g = gall;
+    let kb = 0u;
+#endif
     if (g >= n_items()) {
         return;
     }
@@ -50,7 +63,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let h = g % n_head;
     let iq = (g / n_head) % n_q;
     let b = g / (n_head * n_q);
+#if SPLIT
+    let n_kv = min(t_ne(1u, 1u), kb + op_u(8u));
+#else
     let n_kv = t_ne(1u, 1u);
+#endif
     for (var i = lid; i < D; i += WG) {
         qsh[i] = load_src0(t_idx(0u, vec4<u32>(i, iq, h, b)));
     }
@@ -69,7 +86,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var l = 0.0;
     var acc: array<f32, DVP>;
     workgroupBarrier();
-    for (var t0 = 0u; t0 < n_kv; t0 += WG) {
+    for (var t0 = kb; t0 < n_kv; t0 += WG) {
         let cnt = min(WG, n_kv - t0);
         let ic = t0 + lid;
         var s = NEG;
@@ -118,6 +135,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
     }
+#if SPLIT
+    let base = t_off(5u) + gall * (DV + 2u);
+    if (lid == 0u) {
+        store_dst(base, m);
+        store_dst(base + 1u, l);
+    }
+    for (var c = 0u; c < DVP; c++) {
+        let j = lid + c * WG;
+        if (j < DV) {
+            store_dst(base + 2u + j, acc[c]);
+        }
+    }
+#else
 #if SINKS
     let sink = load_src4(t_idx(4u, vec4<u32>(h, 0u, 0u, 0u)));
     if (sink > m) {
@@ -137,4 +167,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             store_dst(t_idx(5u, vec4<u32>(j, h, iq, b)), acc[c] * inv);
         }
     }
+#endif
 }

@@ -4,10 +4,12 @@
 use wgllm_core::{DType, Result};
 
 use super::{words, Ctx, Dispatch, Operand};
-use crate::shaders::{Kernel, PipelineKey};
+use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
 
 /// Invocations per workgroup, and keys per tile.
 const WG_ATTN: u32 = 64;
+/// Workgroups a split attention aims for: enough to fill a large GPU several times over.
+const SPLIT_TARGET_GROUPS: u64 = 1024;
 /// Largest K/V head size: q sits in workgroup memory (4 KiB at 1024) and each invocation keeps
 /// `dv / 64` accumulators.
 const MAX_HEAD: u64 = 1024;
@@ -27,6 +29,7 @@ fn flash_attn_key(
     sinks: bool,
     d: u32,
     dv: u32,
+    split: bool,
 ) -> PipelineKey {
     PipelineKey {
         kernel: Kernel::FlashAttn {
@@ -34,6 +37,7 @@ fn flash_attn_key(
             sinks,
             d,
             dv,
+            split,
         },
         dtypes: vec![
             DType::F32,
@@ -92,30 +96,70 @@ pub(super) fn flash_attn_ext(
     op[4] = ctx.items(n_head_log2)?;
     op[6] = ctx.items(n_head / k.layout.ne[2].max(1))?;
     op[7] = ctx.items(n_head / v.layout.ne[2].max(1))?;
-    let key = flash_attn_key(
-        k.dtype,
-        v.dtype,
-        mask.as_ref().map(|m| m.dtype),
-        sinks.is_some(),
-        ctx.items(d)?,
-        ctx.items(dv)?,
-    );
     let rows = q.layout.ne[1] * n_head * q.layout.ne[3];
-    let operands = vec![
-        q.clone(),
-        k,
-        v,
-        mask.unwrap_or_else(|| q.clone()),
-        sinks.unwrap_or_else(|| q.clone()),
-        dst,
-    ];
-    Ok(vec![Dispatch {
-        key,
-        operands,
+    let n_kv = k.layout.ne[1];
+    let tiles = n_kv.div_ceil(u64::from(WG_ATTN));
+    // Few rows with many keys (decode): cut the keys into splits of whole tiles.
+    let want = (SPLIT_TARGET_GROUPS / rows.max(1)).min(tiles);
+    let mask_dtype = mask.as_ref().map(|m| m.dtype);
+    let (d, dv) = (ctx.items(d)?, ctx.items(dv)?);
+    if want < 2 {
+        let key = flash_attn_key(k.dtype, v.dtype, mask_dtype, sinks.is_some(), d, dv, false);
+        let operands = vec![
+            q.clone(),
+            k,
+            v,
+            mask.unwrap_or_else(|| q.clone()),
+            sinks.unwrap_or_else(|| q.clone()),
+            dst,
+        ];
+        return Ok(vec![Dispatch {
+            key,
+            operands,
+            op_words: op,
+            items: ctx.items(rows)?,
+            groups: ctx.grid(rows, 1)?,
+        }]);
+    }
+    let per = tiles.div_ceil(want) * u64::from(WG_ATTN);
+    let splits = n_kv.div_ceil(per);
+    op[8] = ctx.items(per)?;
+    op[9] = ctx.items(splits)?;
+    let scratch = Operand::scratch(rows * splits * (u64::from(dv) + 2))?;
+    let partials = Dispatch {
+        key: flash_attn_key(k.dtype, v.dtype, mask_dtype, false, d, dv, true),
+        operands: vec![
+            q.clone(),
+            k,
+            v,
+            mask.unwrap_or_else(|| q.clone()),
+            q.clone(),
+            scratch.clone(),
+        ],
         op_words: op,
         items: ctx.items(rows)?,
+        groups: ctx.grid(rows * splits, 1)?,
+    };
+    let mut cop = [0u32; OP_WORDS];
+    cop[0] = ctx.items(n_head)?;
+    cop[1] = ctx.items(q.layout.ne[1])?;
+    cop[2] = ctx.items(splits)?;
+    let combine = Dispatch {
+        key: combine_key(sinks.is_some(), dv),
+        operands: vec![scratch.clone(), sinks.unwrap_or(scratch), dst],
+        op_words: cop,
+        items: ctx.items(rows)?,
         groups: ctx.grid(rows, 1)?,
-    }])
+    };
+    Ok(vec![partials, combine])
+}
+
+fn combine_key(sinks: bool, dv: u32) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::FlashAttnCombine { sinks, dv },
+        dtypes: vec![DType::F32; 3],
+        wg: WG_ATTN,
+    }
 }
 
 #[cfg(test)]
@@ -123,13 +167,32 @@ pub(super) fn keys() -> Vec<PipelineKey> {
     let mut keys = Vec::new();
     for k in KV {
         for v in KV {
-            keys.push(flash_attn_key(k, v, Some(DType::F16), false, 64, 64));
+            keys.push(flash_attn_key(k, v, Some(DType::F16), false, 64, 64, false));
+            keys.push(flash_attn_key(k, v, Some(DType::F16), false, 64, 64, true));
         }
     }
     for mask in [None, Some(DType::F32)] {
         for sinks in [false, true] {
             for (d, dv) in [(40, 40), (128, 128), (256, 256), (192, 128), (1024, 1024)] {
-                keys.push(flash_attn_key(DType::F32, DType::F16, mask, sinks, d, dv));
+                keys.push(flash_attn_key(
+                    DType::F32,
+                    DType::F16,
+                    mask,
+                    sinks,
+                    d,
+                    dv,
+                    false,
+                ));
+                keys.push(flash_attn_key(
+                    DType::F32,
+                    DType::F16,
+                    mask,
+                    false,
+                    d,
+                    dv,
+                    true,
+                ));
+                keys.push(combine_key(sinks, dv));
             }
         }
     }

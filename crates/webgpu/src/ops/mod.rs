@@ -26,12 +26,39 @@ const WG_ELEMENTWISE: u32 = 256;
 /// Workgroups per grid dimension (WebGPU's guaranteed minimum, and every device's).
 const MAX_GROUPS_PER_DIM: u64 = 65535;
 
+/// The operand id of an executable's scratch buffer: f32 working memory that one node's
+/// dispatches pass between each other (split-K partial results). Nodes run in order, so one
+/// buffer, as large as the largest need, serves every node.
+pub(crate) const SCRATCH: TensorId = TensorId(u32::MAX);
+
 /// One storage binding: the bytes of `tensor`'s storage seen as `dtype` through `layout`.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Operand {
     pub tensor: TensorId,
     pub dtype: DType,
     pub layout: Layout,
+}
+
+impl Operand {
+    /// `n` f32 values of the scratch buffer.
+    pub fn scratch(n: u64) -> Result<Operand> {
+        Ok(Operand {
+            tensor: SCRATCH,
+            dtype: DType::F32,
+            layout: Layout::contiguous(DType::F32, [n.max(1), 1, 1, 1])?,
+        })
+    }
+}
+
+/// Bytes of scratch the dispatches need.
+pub(crate) fn scratch_bytes(dispatches: &[Dispatch]) -> u64 {
+    dispatches
+        .iter()
+        .flat_map(|d| &d.operands)
+        .filter(|o| o.tensor == SCRATCH)
+        .map(|o| o.layout.span_bytes(o.dtype))
+        .max()
+        .unwrap_or(0)
 }
 
 /// One kernel launch of a node.
@@ -258,7 +285,10 @@ fn check_operand(ctx: &Ctx, o: &Operand) -> Result<()> {
     }
     let max = ctx.caps.binding_limit;
     if !windows::fits(ctx, o) || l.span_bytes(o.dtype) > u64::from(u32::MAX) {
-        let name = &ctx.graph.node(o.tensor).name;
+        let name = match o.tensor {
+            SCRATCH => "scratch",
+            t => &ctx.graph.node(t).name,
+        };
         return Err(ctx.unsupported(format!(
             "tensor '{name}' spans {} bytes, over the binding limit of {max} (max_storage_buffer_binding_size, or WebGpuConfig::max_binding_bytes); only get_rows tables and mul_mat weights are split into windows",
             l.span_bytes(o.dtype)

@@ -23,6 +23,9 @@ enum Mask {
     Causal,
     /// About a quarter of the entries -inf, the rest in [-1, 0).
     Random,
+    /// A KV cache filled up to position p = n_kv / 8 + i: later keys are -inf (whole splits of
+    /// a split-K decode see no key).
+    Prefix,
 }
 
 /// One attention case.
@@ -104,6 +107,7 @@ fn mask(
                 let hidden = match kind {
                     Mask::Causal => j + s.n_q > s.n_kv + i,
                     Mask::Random => rng.below(4) == 0,
+                    Mask::Prefix => j > s.n_kv / 8 + i,
                 };
                 vals.push(if hidden || (dead_row && i == 0) {
                     f32::NEG_INFINITY
@@ -132,7 +136,35 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
     let random32_dead = Some((DType::F32, Mask::Random, true));
     let random16 = Some((DType::F16, Mask::Random, false));
     let random16_dead = Some((DType::F16, Mask::Random, true));
+    let prefix16 = Some((DType::F16, Mask::Prefix, false));
     let specs = [
+        // Long decode: split-K over the keys, most splits fully masked.
+        Spec {
+            n_kv: 1500,
+            n_head: 9,
+            n_head_kv: 3,
+            kv: DType::F16,
+            mask: prefix16,
+            ..BASE
+        },
+        Spec {
+            d: 128,
+            dv: 128,
+            n_q: 2,
+            n_kv: 1100,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::Q8_0,
+            mask: prefix16,
+            sinks: true,
+            softcap: 30.0,
+            ..BASE
+        },
+        Spec {
+            n_kv: 700,
+            sinks: true,
+            ..BASE
+        },
         // Decode.
         Spec { n_kv: 1, ..BASE },
         Spec {
