@@ -1,12 +1,13 @@
 //! The generation loop: prompt in, tokens streamed out as UTF-8-safe text, with timings. Each
 //! step reads back only what the sampler needs (`Sampler::readback`): the backend's argmax when
 //! greedy, its top-K candidates for top-k sampling, the whole logits row otherwise.
+//! [`generate_async`] is the same loop awaiting the session's reads (the browser's way).
 
-use std::time::{Duration, Instant};
+use web_time::{Duration, Instant};
 
 use crate::error::ModelError;
 use crate::sampler::Sampler;
-use crate::session::{SeqChunk, Session};
+use crate::session::{now, SeqChunk, Session};
 use crate::tokenizer::Tokenizer;
 
 /// Why generation stopped.
@@ -59,6 +60,20 @@ pub fn generate(
     sampler: &mut Sampler,
     prompt: &[u32],
     max_tokens: usize,
+    on_text: impl FnMut(&str) -> bool,
+) -> Result<GenStats, ModelError> {
+    now(generate_async(
+        session, tokenizer, sampler, prompt, max_tokens, on_text,
+    ))
+}
+
+/// [`generate`] awaiting the session's reads.
+pub async fn generate_async(
+    session: &mut Session,
+    tokenizer: &Tokenizer,
+    sampler: &mut Sampler,
+    prompt: &[u32],
+    max_tokens: usize,
     mut on_text: impl FnMut(&str) -> bool,
 ) -> Result<GenStats, ModelError> {
     if prompt.is_empty() {
@@ -75,7 +90,7 @@ pub fn generate(
     let mut history: Vec<u32> = prompt.to_vec();
     let read = sampler.readback(session.candidates());
     let t0 = Instant::now();
-    let mut row = session.step(&chunk(prompt), read)?.remove(0);
+    let mut row = session.step_async(&chunk(prompt), read).await?.remove(0);
     let prompt_time = t0.elapsed();
     let t1 = Instant::now();
     let mut stream = tokenizer.stream_decoder();
@@ -97,7 +112,7 @@ pub fn generate(
         if generated == max_tokens {
             break;
         }
-        row = session.step(&chunk(&[next]), read)?.remove(0);
+        row = session.step_async(&chunk(&[next]), read).await?.remove(0);
     }
     let rest = stream.finish();
     if !rest.is_empty() && stop != StopReason::Callback {

@@ -17,6 +17,13 @@
 //! Read-back: every step graph ends in the GPU output head of `arch::common` (argmax and top-K of
 //! each output row), so a decode step reads back 4 bytes per sequence for greedy decoding, or
 //! [`GPU_TOP_K`] candidates for sampling, instead of the whole vocabulary ([`Readback`]).
+//!
+//! Reads are awaited ([`wgllm_core::Executable::read_async`]): [`Session::step_async`] is the
+//! browser's way, where a GPU readback completes on a later turn of the event loop; the blocking
+//! methods run the same code, whose futures every native backend completes at once.
+
+use std::future::Future;
+use std::task::{Context, Poll, Waker};
 
 use wgllm_core::{Backend, DType, Executable};
 use wgllm_gguf::GgufFile;
@@ -234,7 +241,7 @@ impl Session {
                 out: self.cfg.all_logits || i == last,
             })
             .collect();
-        let rows = self.run_all(&toks, Readback::Logits)?;
+        let rows = now(self.run_all(&toks, Readback::Logits))?;
         self.lens[0] += tokens.len();
         Ok(rows.into_iter().filter_map(|r| r.logits).collect())
     }
@@ -243,6 +250,15 @@ impl Session {
     /// allow, and returns one [`RowOut`] per chunk with `output` (in `batch` order), holding what
     /// `read` asks for. A sequence may appear once per step.
     pub fn step(
+        &mut self,
+        batch: &[SeqChunk<'_>],
+        read: Readback,
+    ) -> Result<Vec<RowOut>, ModelError> {
+        now(self.step_async(batch, read))
+    }
+
+    /// [`Session::step`] awaiting the backend's reads: the browser's way.
+    pub async fn step_async(
         &mut self,
         batch: &[SeqChunk<'_>],
         read: Readback,
@@ -265,7 +281,7 @@ impl Session {
                 out: c.output && j == last,
             }));
         }
-        let rows = self.run_all(&toks, read)?;
+        let rows = self.run_all(&toks, read).await?;
         for c in batch {
             self.lens[c.seq] += c.tokens.len();
         }
@@ -295,14 +311,14 @@ impl Session {
     }
 
     /// Runs `toks` in runs of the compiled sizes; returns the rows of the tokens marked `out`.
-    fn run_all(&mut self, toks: &[Tok], read: Readback) -> Result<Vec<RowOut>, ModelError> {
+    async fn run_all(&mut self, toks: &[Tok], read: Readback) -> Result<Vec<RowOut>, ModelError> {
         let mut out = Vec::new();
         let mut rest = toks;
         while !rest.is_empty() {
             let i = self.run_index(rest.len());
             let n = self.steps[i].graph.shape.n_tokens as usize;
             let (run, tail) = rest.split_at(n.min(rest.len()));
-            out.extend(self.run(i, run, read)?);
+            out.extend(self.run(i, run, read).await?);
             rest = tail;
         }
         Ok(out)
@@ -329,7 +345,12 @@ impl Session {
     }
 
     /// One run of step `i` over `run` (padded to its size); the rows of the `out` tokens.
-    fn run(&mut self, i: usize, run: &[Tok], read: Readback) -> Result<Vec<RowOut>, ModelError> {
+    async fn run(
+        &mut self,
+        i: usize,
+        run: &[Tok],
+        read: Readback,
+    ) -> Result<Vec<RowOut>, ModelError> {
         let (n_seq, n_ctx) = (self.n_seq(), self.cfg.n_ctx);
         let n_vocab = self.arch.n_vocab();
         let step = &mut self.steps[i];
@@ -400,17 +421,17 @@ impl Session {
         if outs.is_empty() {
             return Ok(vec![]);
         }
-        let argmax = i32s(&step.exe.read(g.argmax)?);
+        let argmax = i32s(&step.exe.read_async(g.argmax).await?);
         let top = if read >= Readback::TopK {
-            let ids = i32s(&step.exe.read(g.top_ids)?);
-            let vals = f32s(&step.exe.read(g.top_vals)?);
+            let ids = i32s(&step.exe.read_async(g.top_ids).await?);
+            let vals = f32s(&step.exe.read_async(g.top_vals).await?);
             let k = ids.len() / n_out;
             Some((ids, vals, k))
         } else {
             None
         };
         let logits = if read >= Readback::Logits {
-            Some(f32s(&step.exe.read(g.logits)?))
+            Some(f32s(&step.exe.read_async(g.logits).await?))
         } else {
             None
         };
@@ -427,6 +448,20 @@ impl Session {
                     .map(|l| l[r * n_vocab..(r + 1) * n_vocab].to_vec()),
             })
             .collect())
+    }
+}
+
+/// The result of a future that needs no waiting: natively every backend's reads complete when
+/// first polled. A backend whose reads must be awaited (WebGPU in the browser) gets an error
+/// pointing to the `_async` methods instead of a blocked event loop.
+pub(crate) fn now<T>(f: impl Future<Output = Result<T, ModelError>>) -> Result<T, ModelError> {
+    let mut f = std::pin::pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(r) => r,
+        Poll::Pending => Err(ModelError::BadSession(
+            "this backend's reads must be awaited: use Session::step_async or generate_async"
+                .into(),
+        )),
     }
 }
 

@@ -3,6 +3,7 @@
 //! A [`Case`] builds a small graph with random inputs; [`run_case`] runs it on a reference
 //! backend (the CPU) and on the backend under test, and compares every output by normalized mean
 //! squared error, `Σ(a−b)² / Σb²`, against the case's tolerance (as ggml's test-backend-ops).
+//! [`run_case_async`] is the same run for the browser, where readbacks are awaited.
 
 mod attn_cases;
 mod cases;
@@ -12,7 +13,7 @@ mod reduce_cases;
 mod seq_cases;
 mod shape_cases;
 
-use std::time::{Duration, Instant};
+use web_time::{Duration, Instant};
 
 use wgllm_core::{Backend, DType, Error, Graph, Result, TensorId};
 
@@ -201,24 +202,39 @@ pub struct CaseResult {
     pub time: Duration,
 }
 
-fn execute(backend: &dyn Backend, graph: &Graph, built: &Built) -> Result<Vec<Vec<u8>>> {
+async fn execute(backend: &dyn Backend, graph: &Graph, built: &Built) -> Result<Vec<Vec<u8>>> {
     let mut exe = backend.compile(graph)?;
     for (t, data) in &built.states {
         exe.write(*t, data)?;
     }
     let inputs: Vec<(TensorId, &[u8])> = built.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
     exe.run(&inputs)?;
-    graph.outputs().iter().map(|&t| exe.read(t)).collect()
+    let mut out = Vec::with_capacity(graph.outputs().len());
+    for &t in graph.outputs() {
+        out.push(exe.read_async(t).await?);
+    }
+    Ok(out)
 }
 
 /// Runs `case` on `reference` and on `backend` and compares the outputs.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn run_case(
     reference: &dyn Backend,
     backend: &dyn Backend,
     case: &Case,
     seed: u64,
 ) -> CaseResult {
-    let (outcome, time) = compare(reference, backend, case, seed);
+    pollster::block_on(run_case_async(reference, backend, case, seed))
+}
+
+/// [`run_case`] without blocking: the browser's way.
+pub async fn run_case_async(
+    reference: &dyn Backend,
+    backend: &dyn Backend,
+    case: &Case,
+    seed: u64,
+) -> CaseResult {
+    let (outcome, time) = compare(reference, backend, case, seed).await;
     CaseResult {
         op: case.op,
         name: case.name.clone(),
@@ -227,7 +243,7 @@ pub fn run_case(
     }
 }
 
-fn compare(
+async fn compare(
     reference: &dyn Backend,
     backend: &dyn Backend,
     case: &Case,
@@ -239,12 +255,12 @@ fn compare(
         Ok(b) => b,
         Err(e) => return (Outcome::Error(format!("building: {e}")), Duration::ZERO),
     };
-    let want = match execute(reference, &graph, &built) {
+    let want = match execute(reference, &graph, &built).await {
         Ok(w) => w,
         Err(e) => return (Outcome::Error(format!("reference: {e}")), Duration::ZERO),
     };
     let t0 = Instant::now();
-    let got = match execute(backend, &graph, &built) {
+    let got = match execute(backend, &graph, &built).await {
         Ok(g) => g,
         Err(Error::Unsupported { why, .. }) => return (Outcome::Unsupported(why), t0.elapsed()),
         Err(e) => return (Outcome::Error(e.to_string()), t0.elapsed()),
