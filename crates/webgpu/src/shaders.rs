@@ -20,6 +20,7 @@ const GET_ROWS: &str = include_str!("kernels/get_rows.wgsl");
 const SET_ROWS: &str = include_str!("kernels/set_rows.wgsl");
 const MUL_MAT: &str = include_str!("kernels/mul_mat.wgsl");
 const MUL_MAT_VEC: &str = include_str!("kernels/mul_mat_vec.wgsl");
+const MUL_MAT_TILED: &str = include_str!("kernels/mul_mat_tiled.wgsl");
 const QUANT_UNIT: &str = include_str!("kernels/quant_unit.wgsl");
 const GLU: &str = include_str!("kernels/glu.wgsl");
 const NORM: &str = include_str!("kernels/norm.wgsl");
@@ -59,6 +60,9 @@ pub enum Kernel {
     /// `mul_mat_vec.wgsl` with `quant_unit.wgsl`: at most `nc` activation columns, `tpr` lanes
     /// per weight row. src1 is bound as vec4s, f16/bf16 weights as raw words.
     MulMatVec { nc: u32, tpr: u32 },
+    /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
+    /// `MulMatVec`.
+    MulMatTiled,
     /// `glu.wgsl`: `dst = EXPR(x, g)`.
     Glu { expr: &'static str },
     /// `norm.wgsl`, one workgroup per row.
@@ -211,8 +215,8 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         return Err(format!("{n} bindings (1..={MAX_BINDINGS} allowed)"));
     }
     let mut head = String::new();
-    let mat_vec = matches!(key.kernel, Kernel::MulMatVec { .. });
-    // The mat-vec kernel reads f16 weights as words: it needs no SHADER_F16.
+    let mat_vec = matches!(key.kernel, Kernel::MulMatVec { .. } | Kernel::MulMatTiled);
+    // The unit-decoding matmuls read f16 weights as words: they need no SHADER_F16.
     if key.dtypes.contains(&DType::F16) && !mat_vec {
         head.push_str("enable f16;\n\n");
     }
@@ -373,14 +377,12 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("NC", nc.to_string()));
             vars.push(("TPR", tpr.to_string()));
             vars.push(("RED", (nc * key.wg).to_string()));
-            flags.push(unit_flag(src0));
-            if src0.is_quantized() {
-                flags.push("U_BLOCKS");
-            }
-            if matches!(src0, DType::Q4_K | DType::Q5_K) {
-                flags.push("U_KSCALES");
-            }
+            unit_flags(src0, &mut flags);
             MUL_MAT_VEC
+        }
+        Kernel::MulMatTiled => {
+            unit_flags(src0, &mut flags);
+            MUL_MAT_TILED
         }
     };
     let mut text = head;
@@ -406,7 +408,18 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     specialize(&text, &flags, &vars)
 }
 
-/// The `quant_unit.wgsl` decoder of a mat-vec weight dtype.
+/// The `quant_unit.wgsl` flags of a weight dtype: its decoder and the helpers it uses.
+fn unit_flags(dtype: DType, flags: &mut Vec<&str>) {
+    flags.push(unit_flag(dtype));
+    if dtype.is_quantized() {
+        flags.push("U_BLOCKS");
+    }
+    if matches!(dtype, DType::Q4_K | DType::Q5_K) {
+        flags.push("U_KSCALES");
+    }
+}
+
+/// The `quant_unit.wgsl` decoder of a weight dtype.
 fn unit_flag(dtype: DType) -> &'static str {
     match dtype {
         DType::Q4_0 => "U_Q4_0",

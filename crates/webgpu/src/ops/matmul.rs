@@ -43,8 +43,11 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     ctx.require_f16(&[a.dtype, b.dtype])?;
     let (ea, eb) = (a.layout.ne, b.layout.ne);
     let (k, n) = (ea[0], eb[1]);
-    if let Some(nc) = vec_cols(ctx, &a, &b) {
-        return mul_mat_vec(ctx, &a, &b, &dst, nc);
+    if unit_path(ctx, &a, &b) {
+        return match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
+            Some(nc) => mul_mat_vec(ctx, &a, &b, &dst, nc),
+            None => mul_mat_tiled(ctx, &a, &b, &dst),
+        };
     }
     let tiles = n.div_ceil(u64::from(TN));
     // A weight over the binding limit runs as one dispatch per window of its rows, each writing
@@ -80,13 +83,12 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     Ok(out)
 }
 
-/// The mat-vec variant for this product, when it applies: f32 activations with at most 8
-/// columns, each a whole number of vec4s from a 16-byte aligned start (the vec4 binding of
-/// src1), whole units of 32 weights per row, and f16/bf16 weights starting on whole words.
-fn vec_cols(ctx: &Ctx, a: &Operand, b: &Operand) -> Option<u32> {
+/// Whether the unit-decoding kernels (mat-vec for up to 8 activation columns, tiled beyond)
+/// apply: f32 activations whose columns are whole vec4s from a 16-byte aligned start (the vec4
+/// binding of src1), whole units of 32 weights per row, and f16/bf16 weights starting on whole
+/// words.
+fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
     let (la, lb) = (&a.layout, &b.layout);
-    let n = lb.ne[1];
-    let nc = VEC_COLS.into_iter().find(|&c| u64::from(c) >= n)?;
     let align16 = |x: u64| x.is_multiple_of(16);
     let f32_ok = b.dtype == DType::F32
         && lb.nb[0] == 4
@@ -103,7 +105,7 @@ fn vec_cols(ctx: &Ctx, a: &Operand, b: &Operand) -> Option<u32> {
         }
         d => QUANTS.contains(&d),
     };
-    (f32_ok && weight_ok && la.ne[0].is_multiple_of(32)).then_some(nc)
+    f32_ok && weight_ok && la.ne[0].is_multiple_of(32)
 }
 
 fn vec_key(a: DType, nc: u32) -> PipelineKey {
@@ -155,6 +157,49 @@ fn mul_mat_vec(
     Ok(out)
 }
 
+fn tiled_key(a: DType) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::MulMatTiled,
+        dtypes: vec![a, DType::F32, DType::F32],
+        wg: 256,
+    }
+}
+
+/// mul_mat through `mul_mat_tiled.wgsl`: one workgroup per 64 × 64 tile of the result.
+fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dispatch>> {
+    let (ea, eb) = (a.layout.ne, b.layout.ne);
+    let mut out = Vec::new();
+    for w in windows::row_windows(ctx, a)? {
+        let m = w.operand.layout.ne[1];
+        let mut d = dst.clone();
+        d.layout.ne[0] = m;
+        d.layout.offset += w.first_row * d.layout.nb[0];
+        let (tiles_m, tiles_n) = (m.div_ceil(64), eb[1].div_ceil(64));
+        let op = [
+            ctx.items(ea[0])?,
+            ctx.items(m)?,
+            ctx.items(eb[1])?,
+            ctx.items(eb[2] / ea[2])?,
+            ctx.items(eb[3] / ea[3])?,
+            ctx.items(tiles_m)?,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ];
+        out.push(Dispatch {
+            key: tiled_key(a.dtype),
+            operands: vec![w.operand, b.clone(), d],
+            op_words: op,
+            items: ctx.items(m * eb[1] * eb[2] * eb[3])?,
+            groups: ctx.grid(tiles_m * tiles_n, eb[2] * eb[3])?,
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 pub(super) fn keys() -> Vec<PipelineKey> {
     let mut keys: Vec<PipelineKey> = [DType::F32, DType::F16, DType::BF16]
@@ -168,6 +213,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .chain(QUANTS)
     {
         keys.extend(VEC_COLS.map(|nc| vec_key(a, nc)));
+        keys.push(tiled_key(a));
     }
     keys
 }

@@ -511,6 +511,9 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
             (kv, 13, 1, [1, 1], [1, 1]),
             (kv, 6, 3, [2, 1], [2, 3]),
             (kv, 5, 8, [1, 1], [1, 1]),
+            // Tiled: several 64 × 64 tiles with ragged edges, and broadcast batches.
+            (kv, 70, 67, [1, 1], [1, 1]),
+            (kv, 33, 20, [2, 1], [4, 3]),
         ];
         for (k, m, n, wa, wb) in shapes {
             let name = format!("MUL_MAT {wt} x f32 k={k} m={m} n={n} batch {wa:?} x {wb:?}");
