@@ -4,8 +4,12 @@
 //! A tensor is a (buffer, byte offset, strides) triple, so layout-only ops cost nothing. Each
 //! operand is bound as a window starting at its byte offset rounded down to the device's storage
 //! offset alignment; the remainder goes to the kernel as an element offset in the parameters.
+//!
+//! [`WebGpuExecutable::run_profiled`] (or every run while the backend's profiling switch is on)
+//! also times each dispatch; see [`crate::profile`]. An ordinary run encodes no query.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use wgllm_core::backend::ReadFuture;
 use wgllm_core::{Error, Executable, Graph, Op, Result, TensorId};
@@ -15,6 +19,7 @@ use crate::config::WebGpuConfig;
 use crate::device::Gpu;
 use crate::ops::{Dispatch, Operand};
 use crate::pipelines::{bind_group, Pipelines, Window};
+use crate::profile::{Clock, DispatchInfo, DispatchTime, ProfileSwitch, RunProfile, Timestamps};
 use crate::shaders::{unit_bytes, ITEMS_WORD, OP_WORD, PARAM_BYTES, PARAM_WORDS};
 
 /// One recorded kernel launch.
@@ -22,6 +27,15 @@ struct Step {
     pipeline: wgpu::ComputePipeline,
     bind_group: wgpu::BindGroup,
     groups: [u32; 3],
+    info: DispatchInfo,
+}
+
+impl Step {
+    fn record(&self, pass: &mut wgpu::ComputePass<'_>) {
+        pass.set_pipeline(&self.pipeline);
+        pass.set_bind_group(0, &self.bind_group, &[]);
+        pass.dispatch_workgroups(self.groups[0], self.groups[1], self.groups[2]);
+    }
 }
 
 /// A graph compiled for one WebGPU device.
@@ -33,6 +47,9 @@ pub struct WebGpuExecutable {
     staging: Option<wgpu::Buffer>,
     dispatches_per_pass: usize,
     dispatches_per_submit: usize,
+    profiling: Arc<ProfileSwitch>,
+    /// Made on the first profiled run.
+    timestamps: Option<Timestamps>,
 }
 
 /// The binding window of an operand and its descriptor words (offset, ne[4], nb[4]).
@@ -73,8 +90,10 @@ fn window<'a>(
 
 impl WebGpuExecutable {
     /// Allocates and uploads, compiles every kernel, and records every dispatch of `graph`.
+    /// While `profiling` is on, every run is profiled and its profile pushed there.
     pub(crate) fn new(
         gpu: Arc<Gpu>,
+        profiling: Arc<ProfileSwitch>,
         pipelines: &Pipelines,
         config: &WebGpuConfig,
         graph: &Graph,
@@ -120,6 +139,7 @@ impl WebGpuExecutable {
                 pipeline,
                 bind_group,
                 groups: d.groups,
+                info: DispatchInfo::new(d),
             });
         }
         gpu.queue
@@ -132,7 +152,14 @@ impl WebGpuExecutable {
             staging: None,
             dispatches_per_pass: config.dispatches_per_pass.max(1),
             dispatches_per_submit: config.dispatches_per_submit.max(1),
+            profiling,
+            timestamps: None,
         })
+    }
+
+    /// What each dispatch of a run is, in order.
+    pub fn dispatches(&self) -> impl Iterator<Item = &DispatchInfo> {
+        self.steps.iter().map(|s| &s.info)
     }
 
     /// Bytes this executable allocated on the device.
@@ -231,8 +258,9 @@ impl WebGpuExecutable {
     }
 }
 
-impl Executable for WebGpuExecutable {
-    fn run(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<()> {
+impl WebGpuExecutable {
+    /// Checks `inputs` against the graph's `Input` leaves and queues their upload.
+    fn write_inputs(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<()> {
         for t in self.graph.ids() {
             if self.graph.node(t).op == Op::Input && !inputs.iter().any(|(i, _)| *i == t) {
                 return Err(Error::graph(format!(
@@ -257,26 +285,157 @@ impl Executable for WebGpuExecutable {
             let (buf, base) = self.buffers.storage(&self.graph, *t)?;
             buffer::write_padded(&self.gpu.queue, buf, base, data);
         }
+        Ok(())
+    }
+
+    /// Encodes and submits every dispatch, with timestamps around each when `ts` is given.
+    fn encode(&self, ts: Option<&Timestamps>) -> Result<()> {
         let gpu = &self.gpu;
+        let plain = wgpu::ComputePassDescriptor {
+            label: None,
+            timestamp_writes: None,
+        };
         gpu.scoped("running the graph", || {
+            let mut i = 0;
             for batch in self.steps.chunks(self.dispatches_per_submit) {
                 let mut enc = gpu
                     .device
                     .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-                for pass_steps in batch.chunks(self.dispatches_per_pass) {
-                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                        label: None,
-                        timestamp_writes: None,
-                    });
-                    for s in pass_steps {
-                        pass.set_pipeline(&s.pipeline);
-                        pass.set_bind_group(0, &s.bind_group, &[]);
-                        pass.dispatch_workgroups(s.groups[0], s.groups[1], s.groups[2]);
+                match ts {
+                    // One pass per dispatch, timed by the pass's own timestamp writes.
+                    Some(ts) if !ts.inside_passes => {
+                        for s in batch {
+                            let (query_set, q) = ts.slot(i);
+                            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                label: None,
+                                timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                                    query_set,
+                                    beginning_of_pass_write_index: Some(q),
+                                    end_of_pass_write_index: Some(q + 1),
+                                }),
+                            });
+                            s.record(&mut pass);
+                            i += 1;
+                        }
+                    }
+                    _ => {
+                        for pass_steps in batch.chunks(self.dispatches_per_pass) {
+                            let mut pass = enc.begin_compute_pass(&plain);
+                            for s in pass_steps {
+                                match ts {
+                                    Some(ts) => {
+                                        let (set, q) = ts.slot(i);
+                                        pass.write_timestamp(set, q);
+                                        s.record(&mut pass);
+                                        pass.write_timestamp(set, q + 1);
+                                    }
+                                    None => s.record(&mut pass),
+                                }
+                                i += 1;
+                            }
+                        }
                     }
                 }
                 gpu.queue.submit([enc.finish()]);
             }
         })
+    }
+
+    /// Runs the graph once like [`Executable::run`], timing every dispatch: with GPU timestamps
+    /// when the device has TIMESTAMP_QUERY, else on the host clock one dispatch at a time.
+    /// Waits for the GPU, so it is native only. The query sets are made on the first call and
+    /// reused.
+    pub fn run_profiled(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<RunProfile> {
+        if cfg!(target_arch = "wasm32") {
+            return Err(Error::Device {
+                what: "profiling waits for the GPU, which a browser cannot do".into(),
+            });
+        }
+        self.write_inputs(inputs)?;
+        if !self.gpu.caps.timestamp_query {
+            return self.run_host_timed();
+        }
+        if self.timestamps.is_none() {
+            self.timestamps = Some(Timestamps::new(&self.gpu, self.steps.len())?);
+        }
+        let ts = self
+            .timestamps
+            .as_ref()
+            .ok_or_else(|| Error::graph("timestamp queries were not created"))?;
+        let t0 = Instant::now();
+        self.encode(Some(ts))?;
+        let encode_ns = t0.elapsed().as_secs_f64() * 1e9;
+        let gpu = &self.gpu;
+        gpu.scoped("resolving timestamps", || {
+            let mut enc = gpu
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            ts.resolve(&mut enc);
+            gpu.queue.submit([enc.finish()]);
+        })?;
+        let (ns, span_ns) = pollster::block_on(ts.read(gpu, self.steps.len()))?;
+        Ok(RunProfile {
+            clock: Clock::GpuTimestamps,
+            dispatches: self
+                .steps
+                .iter()
+                .zip(ns)
+                .map(|(s, ns)| DispatchTime {
+                    info: s.info.clone(),
+                    ns,
+                })
+                .collect(),
+            encode_ns,
+            span_ns,
+        })
+    }
+
+    /// Submits each dispatch alone and times it on the host until the queue is idle.
+    fn run_host_timed(&mut self) -> Result<RunProfile> {
+        let gpu = &self.gpu;
+        // Flush the input uploads first so that they are not timed with the first dispatch.
+        gpu.queue.submit([]);
+        gpu.wait("uploading inputs")?;
+        let start = Instant::now();
+        let mut encode_ns = 0.0;
+        let mut dispatches = Vec::with_capacity(self.steps.len());
+        for s in &self.steps {
+            let t0 = Instant::now();
+            gpu.scoped("running a dispatch", || {
+                let mut enc = gpu
+                    .device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+                s.record(&mut enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: None,
+                    timestamp_writes: None,
+                }));
+                gpu.queue.submit([enc.finish()]);
+            })?;
+            encode_ns += t0.elapsed().as_secs_f64() * 1e9;
+            gpu.wait("waiting for a dispatch")?;
+            dispatches.push(DispatchTime {
+                info: s.info.clone(),
+                ns: t0.elapsed().as_secs_f64() * 1e9,
+            });
+        }
+        Ok(RunProfile {
+            clock: Clock::Host,
+            dispatches,
+            encode_ns,
+            span_ns: start.elapsed().as_secs_f64() * 1e9,
+        })
+    }
+}
+
+impl Executable for WebGpuExecutable {
+    fn run(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<()> {
+        if self.profiling.is_on() {
+            let p = self.run_profiled(inputs)?;
+            self.profiling.push(p);
+            return Ok(());
+        }
+        self.write_inputs(inputs)?;
+        self.encode(None)
     }
 
     fn read(&mut self, t: TensorId) -> Result<Vec<u8>> {
@@ -314,5 +473,104 @@ impl Executable for WebGpuExecutable {
         let (buf, base) = self.buffers.storage(&self.graph, t)?;
         buffer::write_padded(&self.gpu.queue, buf, base, data);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use wgllm_core::{DType, Executable, Graph, TensorId};
+
+    use crate::profile::{families, Clock};
+    use crate::{WebGpuBackend, WebGpuConfig};
+
+    /// x [64, 3] → rms_norm → mul_mat with an f32 weight [64, 32] → add x-independent bias.
+    fn graph() -> (Graph, TensorId, TensorId) {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [64, 3, 1, 1]).unwrap();
+        let w: Vec<u8> = (0..64 * 32)
+            .flat_map(|i| ((i % 7) as f32 * 0.1).to_le_bytes())
+            .collect();
+        let w = g.weight("w", DType::F32, [64, 32, 1, 1], w.into()).unwrap();
+        let n = g.rms_norm(x, 1e-6).unwrap();
+        let y = g.mul_mat(w, n).unwrap();
+        let y = g.scale(y, 2.0, 1.0).unwrap();
+        g.mark_output(y).unwrap();
+        (g, x, y)
+    }
+
+    fn x_bytes() -> Vec<u8> {
+        (0..64 * 3)
+            .flat_map(|i| ((i as f32 * 0.37).sin()).to_le_bytes())
+            .collect()
+    }
+
+    #[test]
+    fn profiled_runs_time_every_dispatch_and_compute_the_same() {
+        let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        let (g, x, y) = graph();
+        let xb = x_bytes();
+        let mut exe = gpu.compile_webgpu(&g).unwrap();
+        exe.run(&[(x, &xb)]).unwrap();
+        let plain = exe.read(y).unwrap();
+        let n = exe.dispatch_count();
+        assert!(n >= 3, "{n} dispatches");
+        assert!(exe
+            .dispatches()
+            .any(|d| d.family.starts_with("mul_mat") && d.flops == 2 * 64 * 32 * 3));
+        let expected_clock = match gpu.capabilities().timestamp_query {
+            true => Clock::GpuTimestamps,
+            false => Clock::Host,
+        };
+        let check = |exe: &mut crate::WebGpuExecutable| {
+            let p = exe.run_profiled(&[(x, &xb)]).unwrap();
+            assert_eq!(p.clock, expected_clock);
+            assert_eq!(p.dispatches.len(), n);
+            assert!(p.dispatches.iter().all(|d| d.ns >= 0.0 && d.ns.is_finite()));
+            assert!(p.span_ns >= 0.0 && p.encode_ns > 0.0);
+            assert_eq!(
+                exe.read(y).unwrap(),
+                plain,
+                "a profiled run computes the same"
+            );
+            let fams = families(std::slice::from_ref(&p));
+            let total: f64 = fams.iter().map(|f| f.dispatches).sum();
+            assert_eq!(total as usize, n);
+        };
+        // Timestamps inside the ordinary passes (lavapipe has TIMESTAMP_QUERY_INSIDE_PASSES)...
+        check(&mut exe);
+        // ... and one pass per dispatch, the form WebGPU guarantees.
+        if let Some(ts) = exe.timestamps.as_mut() {
+            ts.inside_passes = false;
+            check(&mut exe);
+        }
+        // The host-clock fallback of devices without TIMESTAMP_QUERY.
+        let p = exe.run_host_timed().unwrap();
+        assert_eq!((p.clock, p.dispatches.len()), (Clock::Host, n));
+        assert!(p.dispatches.iter().all(|d| d.ns > 0.0));
+    }
+
+    #[test]
+    fn the_backend_switch_profiles_runs_only_while_on() {
+        let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        let (g, x, _) = graph();
+        let xb = x_bytes();
+        let mut exe = gpu.compile_webgpu(&g).unwrap();
+        exe.run(&[(x, &xb)]).unwrap();
+        assert!(gpu.take_profiles().is_empty());
+        assert!(
+            exe.timestamps.is_none(),
+            "an ordinary run makes no query set"
+        );
+        gpu.set_profiling(true);
+        exe.run(&[(x, &xb)]).unwrap();
+        exe.run(&[(x, &xb)]).unwrap();
+        gpu.set_profiling(false);
+        exe.run(&[(x, &xb)]).unwrap();
+        let runs = gpu.take_profiles();
+        assert_eq!(runs.len(), 2);
+        assert!(runs
+            .iter()
+            .all(|r| r.dispatches.len() == exe.dispatch_count()));
+        assert!(gpu.take_profiles().is_empty());
     }
 }

@@ -13,6 +13,7 @@
 //! - `pipelines`: the pipeline cache and the single bind-group builder.
 //! - `executable`: compile once (pipelines, bind groups, parameter slots), then `run` only
 //!   writes inputs and encodes.
+//! - [`profile`]: opt-in per-dispatch GPU timing (timestamp queries) of compiled graphs.
 //! - [`testing`]: the op case table and the CPU-vs-GPU runner shared by tests and `wgllm ops`.
 //!
 //! Adding an op: write `kernels/<family>.wgsl`, a `Kernel` variant and its arm in
@@ -25,6 +26,7 @@ pub mod device;
 mod executable;
 mod ops;
 mod pipelines;
+pub mod profile;
 pub mod shaders;
 pub mod testing;
 pub mod variants;
@@ -46,6 +48,7 @@ pub struct WebGpuBackend {
     gpu: Arc<device::Gpu>,
     config: WebGpuConfig,
     pipelines: pipelines::Pipelines,
+    profiling: Arc<profile::ProfileSwitch>,
 }
 
 impl WebGpuBackend {
@@ -62,6 +65,7 @@ impl WebGpuBackend {
             gpu: Arc::new(gpu),
             config,
             pipelines: pipelines::Pipelines::default(),
+            profiling: Arc::default(),
         })
     }
 
@@ -73,6 +77,18 @@ impl WebGpuBackend {
     /// Features and limits of the opened device.
     pub fn capabilities(&self) -> &Capabilities {
         &self.gpu.caps
+    }
+
+    /// Profiles every run of this backend's executables (made before or after) while `on`,
+    /// keeping the profiles for [`WebGpuBackend::take_profiles`]. Off by default; when off a run
+    /// encodes no timestamp query.
+    pub fn set_profiling(&self, on: bool) {
+        self.profiling.set(on);
+    }
+
+    /// The profiles of the runs made while profiling was on, oldest first; clears them.
+    pub fn take_profiles(&self) -> Vec<profile::RunProfile> {
+        self.profiling.take()
     }
 
     /// [`Backend::compile`] with the concrete executable (for its memory report).
@@ -94,6 +110,7 @@ impl WebGpuBackend {
             }
             out.push(WebGpuExecutable::new(
                 self.gpu.clone(),
+                self.profiling.clone(),
                 &self.pipelines,
                 &self.config,
                 graph,

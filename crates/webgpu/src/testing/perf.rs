@@ -1,17 +1,22 @@
 //! `wgllm ops --perf`: how fast each op-table case runs on a backend, as time per run and the
 //! implied bandwidth and arithmetic rate.
 //!
-//! A run is timed on the host around `reps` back-to-back runs followed by one read of the first
-//! output (the read waits for the queue, so the GPU work is inside the timed region; one extra
-//! readback is included). Bytes are those of the graph's leaves and outputs — what a kernel must
-//! read and write at least — so GB/s is a lower bound on achieved bandwidth. FLOPs are counted for
-//! matrix products and attention only.
+//! On a WebGPU device with TIMESTAMP_QUERY ([`time_case_webgpu`]) a run's time is the GPU time
+//! from its first dispatch's start to its last one's end, read from timestamp queries
+//! ([`crate::profile`]), averaged over `reps` runs. Otherwise ([`time_case`]) it is timed on the
+//! host around `reps` back-to-back runs followed by one read of the first output (the read waits
+//! for the queue, so the GPU work is inside the timed region; one extra readback is included).
+//! Bytes are those of the graph's leaves and outputs — what a kernel must read and write at
+//! least — so GB/s is a lower bound on achieved bandwidth. FLOPs are counted for matrix products
+//! and attention only.
 
 use std::time::Instant;
 
-use wgllm_core::{Backend, Graph, Op, Result, TensorId};
+use wgllm_core::{Backend, Executable, Graph, Op, Result, TensorId};
 
-use super::{Case, Rng};
+use super::{Built, Case, Rng};
+use crate::profile::Clock;
+use crate::WebGpuBackend;
 
 /// Timing of one case.
 #[derive(Clone, Debug)]
@@ -22,6 +27,8 @@ pub struct Perf {
     pub bytes: u64,
     /// Floating-point operations of matrix products and attention (0 when none).
     pub flops: u64,
+    /// What measured `seconds`.
+    pub clock: Clock,
 }
 
 impl Perf {
@@ -75,11 +82,18 @@ pub fn bytes(graph: &Graph) -> u64 {
             .sum::<u64>()
 }
 
-/// Builds `case`, compiles it on `backend`, runs it once to warm up, then times `reps` runs.
-pub fn time_case(backend: &dyn Backend, case: &Case, seed: u64, reps: usize) -> Result<Perf> {
+/// Builds `case` and its inputs.
+fn build(case: &Case, seed: u64) -> Result<(Graph, Built)> {
     let mut graph = Graph::new();
     let mut rng = Rng::new(seed);
     let built = (case.build)(&mut graph, &mut rng)?;
+    Ok((graph, built))
+}
+
+/// Builds `case`, compiles it on `backend`, runs it once to warm up, then times `reps` runs on
+/// the host clock.
+pub fn time_case(backend: &dyn Backend, case: &Case, seed: u64, reps: usize) -> Result<Perf> {
+    let (graph, built) = build(case, seed)?;
     let mut exe = backend.compile(&graph)?;
     for (t, data) in &built.states {
         exe.write(*t, data)?;
@@ -102,5 +116,37 @@ pub fn time_case(backend: &dyn Backend, case: &Case, seed: u64, reps: usize) -> 
         seconds: t0.elapsed().as_secs_f64() / reps as f64,
         bytes: bytes(&graph),
         flops: flops(&graph),
+        clock: Clock::Host,
+    })
+}
+
+/// [`time_case`] with GPU timestamps when `backend`'s device has TIMESTAMP_QUERY: one warm-up
+/// run, then the mean GPU span of `reps` profiled runs. Falls back to [`time_case`] without it.
+pub fn time_case_webgpu(
+    backend: &WebGpuBackend,
+    case: &Case,
+    seed: u64,
+    reps: usize,
+) -> Result<Perf> {
+    if !backend.capabilities().timestamp_query {
+        return time_case(backend, case, seed, reps);
+    }
+    let (graph, built) = build(case, seed)?;
+    let mut exe = backend.compile_webgpu(&graph)?;
+    for (t, data) in &built.states {
+        exe.write(*t, data)?;
+    }
+    let inputs: Vec<(TensorId, &[u8])> = built.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
+    exe.run_profiled(&inputs)?;
+    let reps = reps.max(1);
+    let mut ns = 0.0;
+    for _ in 0..reps {
+        ns += exe.run_profiled(&inputs)?.span_ns;
+    }
+    Ok(Perf {
+        seconds: ns / reps as f64 / 1e9,
+        bytes: bytes(&graph),
+        flops: flops(&graph),
+        clock: Clock::GpuTimestamps,
     })
 }

@@ -52,17 +52,42 @@ impl BackendArgs {
 
     /// Opens the chosen backend; `describe` gets a one-line description of it.
     pub fn open(&self) -> Result<(Box<dyn Backend>, String)> {
+        let (b, desc) = self.open_typed()?;
+        Ok(match b {
+            OpenedBackend::WebGpu(b) => (Box::new(b), desc),
+            OpenedBackend::Cpu(b) => (Box::new(b), desc),
+        })
+    }
+
+    /// [`BackendArgs::open`] keeping the concrete type (for GPU profiling).
+    pub fn open_typed(&self) -> Result<(OpenedBackend, String)> {
         Ok(match self.backend {
             BackendKind::Cpu => (
-                Box::new(wgllm_cpu::CpuBackend),
+                OpenedBackend::Cpu(wgllm_cpu::CpuBackend),
                 "cpu (reference)".to_string(),
             ),
             BackendKind::Webgpu => {
                 let b = WebGpuBackend::new(self.webgpu_config())?;
                 let a = b.adapter();
                 let desc = format!("webgpu: {} ({}, {})", a.name, a.backend, a.device_type);
-                (Box::new(b), desc)
+                (OpenedBackend::WebGpu(b), desc)
             }
         })
+    }
+}
+
+/// An opened backend of either kind.
+pub enum OpenedBackend {
+    WebGpu(WebGpuBackend),
+    Cpu(wgllm_cpu::CpuBackend),
+}
+
+impl OpenedBackend {
+    /// The backend as a trait object.
+    pub fn as_dyn(&self) -> &dyn Backend {
+        match self {
+            OpenedBackend::WebGpu(b) => b,
+            OpenedBackend::Cpu(b) => b,
+        }
     }
 }

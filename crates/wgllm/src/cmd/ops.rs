@@ -6,10 +6,10 @@ use std::io::Write;
 use anyhow::{bail, Result};
 use clap::Args as ClapArgs;
 use wgllm_cpu::CpuBackend;
-use wgllm_webgpu::testing::perf::time_case;
+use wgllm_webgpu::testing::perf::{time_case, time_case_webgpu};
 use wgllm_webgpu::testing::{cases, run_case, Outcome};
 
-use super::backend::BackendArgs;
+use super::backend::{BackendArgs, OpenedBackend};
 
 /// Arguments of `wgllm ops`.
 #[derive(ClapArgs, Debug)]
@@ -18,7 +18,8 @@ pub struct Args {
     #[arg(long)]
     pub filter: Option<String>,
     /// Also time each passing case: time per run, GB/s of leaves and outputs, GFLOP/s of
-    /// matrix products and attention (host-timed around back-to-back runs).
+    /// matrix products and attention (GPU timestamps when the device has TIMESTAMP_QUERY, else
+    /// the host clock around back-to-back runs).
     #[arg(long)]
     pub perf: bool,
     /// Runs timed per case with --perf.
@@ -33,8 +34,16 @@ pub struct Args {
 
 /// Prints one line per case and `N passed, M failed, K unsupported`; fails when any case failed.
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
-    let (backend, desc) = args.backend.open()?;
+    let (opened, desc) = args.backend.open_typed()?;
+    let backend = opened.as_dyn();
     writeln!(out, "backend: {desc}")?;
+    if args.perf {
+        let clock = match &opened {
+            OpenedBackend::WebGpu(g) if g.capabilities().timestamp_query => "GPU timestamps",
+            _ => "host clock (back-to-back runs, then a read)",
+        };
+        writeln!(out, "timing: {clock}")?;
+    }
     let filter = args.filter.as_deref().map(str::to_lowercase);
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
     for (i, case) in cases().iter().enumerate() {
@@ -44,7 +53,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         {
             continue;
         }
-        let r = run_case(&CpuBackend, backend.as_ref(), case, args.seed + i as u64);
+        let r = run_case(&CpuBackend, backend, case, args.seed + i as u64);
         let status = match &r.outcome {
             Outcome::Pass { nmse } => {
                 passed += 1;
@@ -65,7 +74,12 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         };
         let perf = match (&r.outcome, args.perf) {
             (Outcome::Pass { .. }, true) => {
-                match time_case(backend.as_ref(), case, args.seed + i as u64, args.reps) {
+                let seed = args.seed + i as u64;
+                let timed = match &opened {
+                    OpenedBackend::WebGpu(g) => time_case_webgpu(g, case, seed, args.reps),
+                    OpenedBackend::Cpu(_) => time_case(backend, case, seed, args.reps),
+                };
+                match timed {
                     Ok(p) if p.flops > 0 => format!(
                         " | {:.1} us, {:.3} GB/s, {:.3} GFLOP/s",
                         p.seconds * 1e6,
