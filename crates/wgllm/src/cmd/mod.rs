@@ -6,6 +6,7 @@ use std::io::{self, BufWriter, Write};
 use clap::Subcommand;
 
 pub mod backend;
+pub mod bench;
 pub mod chat;
 pub mod devices;
 pub mod gguf;
@@ -30,6 +31,9 @@ pub enum Command {
     /// Check every kernel against the CPU reference (op × dtypes × shapes), like ggml's
     /// test-backend-ops: one line per case and a pass/fail/unsupported summary.
     Ops(ops::Args),
+    /// Prompt-processing and generation speed (tokens/s) like llama-bench, with a bandwidth
+    /// roofline for generation and, with --profile, GPU time per kernel family.
+    Bench(bench::Args),
     /// Perplexity of a model on a text file (llama-perplexity's method): `PPL = X +/- Y`.
     Perplexity(perplexity::Args),
     /// Chat with a model interactively through its chat template (one line per turn; an empty
@@ -54,6 +58,7 @@ impl Command {
             Command::Gguf(cmd) => gguf::run(&cmd, &mut out)?,
             Command::Run(args) => run::run(&args, &mut out)?,
             Command::Ops(args) => ops::run(&args, &mut out)?,
+            Command::Bench(args) => bench::run(&args, &mut out)?,
             Command::Perplexity(args) => perplexity::run(&args, &mut out)?,
             Command::Chat(args) => chat::run(&args, &mut out)?,
             Command::Synth(args) => synth::run(&args, &mut out)?,
