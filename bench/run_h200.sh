@@ -5,6 +5,11 @@
 # decode step; and PyTorch bf16 side by side when torch is installed.
 #
 #   bash bench/run_h200.sh [extra `wgllm bench` flags, e.g. --unchecked-shaders]
+#   bash bench/run_h200.sh --synth-only   # only write the synthetic models (up to 9.5 min)
+#
+# Synthetic models are written to /tmp/wgllm-bench and reused while the machine stays up, so
+# when `wgllm synth` of the 8B Q4_K file (single-threaded K-quant search) cannot finish within
+# the deadline, run --synth-only first and then the benchmark in a second command.
 #
 # Run from the repository root with the release binary at .devbin/wgllm (and its commit in
 # .devbin/COMMIT if .git is absent) and the Vulkan loader .debs in .gl/. Real model files are used
@@ -21,10 +26,16 @@ W=${WGLLM:-./.devbin/wgllm}
 P=${P:-512}
 N=${N:-128}
 R=${R:-3}
+SYNTH_ONLY=0
+if [ "${1:-}" = "--synth-only" ]; then
+    SYNTH_ONLY=1
+    shift
+fi
 EXTRA=("$@")
 START=$(date +%s)
 # No new step starts after this many seconds, and synthesis is cut off then.
 DEADLINE=${DEADLINE:-450}
+[ $SYNTH_ONLY -eq 1 ] && DEADLINE=570
 M=/tmp/wgllm-bench
 mkdir -p "$M"
 
@@ -83,6 +94,11 @@ synth l1b-q4_0 llama-3.2-1b q4_0
 synth l8b-q4_0 llama-3.1-8b q4_0
 synth l8b-q4_k llama-3.1-8b q4_k
 log "synthesizing in the background"
+if [ $SYNTH_ONLY -eq 1 ]; then
+    for name in "${!PIDS[@]}"; do await "$name"; done
+    ls -l "$M" | tee -a "$OUT/log.txt"
+    exit 0
+fi
 
 bench() { # name file [flags]
     local name=$1 file=$2
