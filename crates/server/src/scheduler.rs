@@ -1,0 +1,536 @@
+//! The scheduler: one thread owns the `Session` (the model and its KV cache of `--parallel`
+//! sequences) and runs continuous batching. Each step it
+//! 1. lets go of requests whose client went away (their event channel is closed),
+//! 2. takes waiting requests into free slots (blocking only when every slot is idle),
+//! 3. runs ONE `Session::step` carrying the next token of every decoding slot plus, within the
+//!    step's token budget (`ubatch`), chunks of the prompts of newly admitted slots, oldest first,
+//! 4. samples each output row with its request's sampler and sends the text to the request's
+//!    handler, ending requests at an end-of-generation token, a stop string or `max_tokens`.
+//!
+//! So a new request joins between steps (its prompt prefilled in chunks alongside the others'
+//! decoding) and a finished or abandoned one leaves at the next step. Requests wait in a bounded
+//! queue; when it is full, [`Engine::submit`] refuses (503) instead of queueing without bound.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use tokio::sync::mpsc::UnboundedSender;
+use wgllm_models::sampler::Sampler;
+use wgllm_models::tokenizer::{StreamDecoder, Tokenizer};
+use wgllm_models::{Readback, RowOut, SeqChunk, Session};
+
+use crate::api::GenParams;
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::stop::StopMatcher;
+
+/// A request handed to the scheduler.
+pub struct Job {
+    pub prompt: Vec<u32>,
+    pub params: GenParams,
+    /// Where the request's events go; closed when the client is gone.
+    pub events: UnboundedSender<Event>,
+}
+
+/// What the scheduler tells a request's handler.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// New text (possibly empty when only log-probabilities come), with the log-probabilities
+    /// of the tokens that made it when the request asked for them.
+    Text {
+        text: String,
+        logprobs: Vec<TokenLogprob>,
+    },
+    /// The end, with the counts.
+    Done { finish: Finish, usage: Usage },
+    /// Generation failed on the backend.
+    Failed(String),
+}
+
+/// Why a request ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    /// An end-of-generation token or a stop string.
+    Stop,
+    /// `max_tokens` were generated.
+    Length,
+}
+
+impl Finish {
+    /// OpenAI's `finish_reason`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Finish::Stop => "stop",
+            Finish::Length => "length",
+        }
+    }
+}
+
+/// Token counts of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    pub prompt_tokens: usize,
+    pub completion_tokens: usize,
+}
+
+/// A generated token's log-probability, with the most likely alternatives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenLogprob {
+    pub token: String,
+    pub bytes: Vec<u8>,
+    pub logprob: f32,
+    pub top: Vec<(String, Vec<u8>, f32)>,
+}
+
+/// Waiting requests and free slots, under one lock.
+struct QueueState {
+    jobs: VecDeque<Job>,
+    /// Slots holding no request.
+    free_slots: usize,
+    closed: bool,
+}
+
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+    /// Requests that may wait while no slot is free.
+    capacity: usize,
+}
+
+impl Queue {
+    fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
+        // A panic elsewhere cannot leave the queue inconsistent (every change is one statement).
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The handle the HTTP side holds: submit requests, read metrics. Dropping it lets the
+/// scheduler thread finish its requests and exit.
+pub struct Engine {
+    queue: Arc<Queue>,
+    metrics: Arc<Metrics>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Starts the scheduler thread, which builds its `Session` with `load` (backends and
+    /// sessions stay on the thread that made them) and gives one slot to each sequence. At most
+    /// `queue` requests wait while every slot is busy; a step carries at most `ubatch` tokens (at
+    /// least one per slot). Returns once the session is built, or with its error.
+    pub fn start(
+        load: Box<dyn FnOnce() -> anyhow::Result<Session> + Send>,
+        tokenizer: Arc<Tokenizer>,
+        queue: usize,
+        ubatch: usize,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<Engine> {
+        let q = Arc::new(Queue {
+            state: Mutex::new(QueueState {
+                jobs: VecDeque::new(),
+                free_slots: 0,
+                closed: false,
+            }),
+            ready: Condvar::new(),
+            capacity: queue,
+        });
+        let (q2, m2) = (q.clone(), metrics.clone());
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("wgllm-scheduler".into())
+            .spawn(move || {
+                let session = match load() {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let slots = session.n_seq();
+                q2.lock().free_slots = slots;
+                m2.slots_total.store(slots as u64, Ordering::Relaxed);
+                let _ = ready_tx.send(Ok(()));
+                Scheduler::new(session, &tokenizer, q2, m2, ubatch.max(slots)).run();
+            })?;
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Engine {
+                queue: q,
+                metrics,
+                thread: Some(thread),
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(anyhow::anyhow!(
+                "the scheduler thread died while loading the model"
+            )),
+        }
+    }
+
+    /// Whether the scheduler thread is running.
+    pub fn is_alive(&self) -> bool {
+        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Queues `job`, or refuses with 503 when every slot is busy and the queue is full.
+    pub fn submit(&self, job: Job) -> Result<(), ApiError> {
+        let mut s = self.queue.lock();
+        if s.closed || !self.is_alive() {
+            return Err(ApiError::internal("the scheduler has stopped"));
+        }
+        if s.jobs.len() >= self.queue.capacity + s.free_slots {
+            Metrics::inc(&self.metrics.rejected_busy);
+            return Err(ApiError::overloaded(s.jobs.len()));
+        }
+        s.jobs.push_back(job);
+        Metrics::inc(&self.metrics.requests);
+        self.metrics
+            .queue_depth
+            .store(s.jobs.len() as u64, Ordering::Relaxed);
+        self.queue.ready.notify_one();
+        Ok(())
+    }
+
+    /// The counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.queue.lock().closed = true;
+        self.queue.ready.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A request in a slot.
+struct Slot<'t> {
+    job: Job,
+    /// Admission order (prompts are prefilled oldest first).
+    order: u64,
+    /// Prompt tokens already in the cache.
+    prefilled: usize,
+    /// The sampled token the next step feeds.
+    next: Option<u32>,
+    /// Prompt and generated tokens (the penalties' window).
+    history: Vec<u32>,
+    generated: usize,
+    sampler: Sampler,
+    decoder: StreamDecoder<'t>,
+    stops: StopMatcher,
+}
+
+struct Scheduler<'t> {
+    session: Session,
+    tok: &'t Tokenizer,
+    queue: Arc<Queue>,
+    metrics: Arc<Metrics>,
+    slots: Vec<Option<Slot<'t>>>,
+    budget: usize,
+    admitted: u64,
+}
+
+impl<'t> Scheduler<'t> {
+    fn new(
+        session: Session,
+        tok: &'t Tokenizer,
+        queue: Arc<Queue>,
+        metrics: Arc<Metrics>,
+        budget: usize,
+    ) -> Scheduler<'t> {
+        let slots = (0..session.n_seq()).map(|_| None).collect();
+        Scheduler {
+            session,
+            tok,
+            queue,
+            metrics,
+            slots,
+            budget,
+            admitted: 0,
+        }
+    }
+
+    fn run(mut self) {
+        loop {
+            self.drop_cancelled();
+            if !self.admit() {
+                return;
+            }
+            if self.slots.iter().any(Option::is_some) {
+                self.step();
+            }
+        }
+    }
+
+    /// Frees slot `i`.
+    fn free(&mut self, i: usize) {
+        if self.slots[i].take().is_some() {
+            self.queue.lock().free_slots += 1;
+            self.metrics.slots_busy.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn drop_cancelled(&mut self) {
+        for i in 0..self.slots.len() {
+            if self.slots[i]
+                .as_ref()
+                .is_some_and(|s| s.job.events.is_closed())
+            {
+                Metrics::inc(&self.metrics.cancelled);
+                self.free(i);
+            }
+        }
+    }
+
+    /// Moves waiting requests into free slots, waiting for one when all slots are idle. False
+    /// when the engine is closed and nothing is left to do.
+    fn admit(&mut self) -> bool {
+        let idle = self.slots.iter().all(Option::is_none);
+        let mut q = self.queue.lock();
+        while idle && q.jobs.is_empty() {
+            if q.closed {
+                return false;
+            }
+            q = self.queue.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+        }
+        for i in 0..self.slots.len() {
+            if self.slots[i].is_some() {
+                continue;
+            }
+            let Some(job) = q.jobs.pop_front() else {
+                break;
+            };
+            q.free_slots -= 1;
+            self.session.clear_seq(i);
+            self.admitted += 1;
+            self.metrics
+                .prompt_tokens
+                .fetch_add(job.prompt.len() as u64, Ordering::Relaxed);
+            Metrics::inc(&self.metrics.slots_busy);
+            self.slots[i] = Some(Slot {
+                order: self.admitted,
+                prefilled: 0,
+                next: None,
+                history: job.prompt.clone(),
+                generated: 0,
+                sampler: Sampler::new(job.params.sampler),
+                decoder: self.tok.stream_decoder(),
+                stops: StopMatcher::new(job.params.stop.clone()),
+                job,
+            });
+        }
+        self.metrics
+            .queue_depth
+            .store(q.jobs.len() as u64, Ordering::Relaxed);
+        true
+    }
+
+    /// One batched step over every busy slot.
+    fn step(&mut self) {
+        let cands = self.session.candidates();
+        let mut budget = self.budget;
+        // (slot, first prompt token, end) for prefill chunks; the next token for decoding slots.
+        let mut decode: Vec<(usize, [u32; 1])> = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            if let Some(t) = s.as_ref().and_then(|s| s.next) {
+                decode.push((i, [t]));
+            }
+        }
+        budget = budget.saturating_sub(decode.len());
+        let mut waiting: Vec<(u64, usize)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                s.as_ref()
+                    .filter(|s| s.prefilled < s.job.prompt.len())
+                    .map(|s| (s.order, i))
+            })
+            .collect();
+        waiting.sort_unstable();
+        let mut prefill: Vec<(usize, usize, usize)> = Vec::new();
+        for (_, i) in waiting {
+            if budget == 0 {
+                break;
+            }
+            let s = self.slots[i].as_ref().expect("waiting slots are busy");
+            let end = s.job.prompt.len().min(s.prefilled + budget);
+            budget -= end - s.prefilled;
+            prefill.push((i, s.prefilled, end));
+        }
+        let slot = |i: usize| self.slots[i].as_ref().expect("batched slots are busy");
+        let mut outputs: Vec<usize> = decode.iter().map(|d| d.0).collect();
+        outputs.extend(
+            prefill
+                .iter()
+                .filter(|p| p.2 == slot(p.0).job.prompt.len())
+                .map(|p| p.0),
+        );
+        let read = outputs
+            .iter()
+            .map(|&i| {
+                let s = slot(i);
+                if s.job.params.logprobs.is_some() {
+                    Readback::Logits
+                } else {
+                    s.sampler.readback(cands)
+                }
+            })
+            .max()
+            .unwrap_or(Readback::Argmax);
+        let chunks: Vec<SeqChunk<'_>> = decode
+            .iter()
+            .map(|(i, t)| SeqChunk {
+                seq: *i,
+                tokens: t,
+                output: true,
+            })
+            .chain(prefill.iter().map(|&(i, a, b)| {
+                let prompt = &slot(i).job.prompt;
+                SeqChunk {
+                    seq: i,
+                    tokens: &prompt[a..b],
+                    output: b == prompt.len(),
+                }
+            }))
+            .collect();
+        let t0 = Instant::now();
+        let result = self.session.step(&chunks, read);
+        let secs = t0.elapsed().as_secs_f64();
+        drop(chunks);
+        let rows = match result {
+            Ok(rows) => rows,
+            Err(e) => {
+                for i in outputs.iter().copied().chain(prefill.iter().map(|p| p.0)) {
+                    if let Some(s) = &self.slots[i] {
+                        let _ = s.job.events.send(Event::Failed(e.to_string()));
+                        Metrics::inc(&self.metrics.failed);
+                    }
+                    self.free(i);
+                }
+                return;
+            }
+        };
+        for &(i, _, end) in &prefill {
+            if let Some(s) = self.slots[i].as_mut() {
+                s.prefilled = end;
+            }
+        }
+        self.metrics.step(outputs.len(), secs);
+        for (i, row) in outputs.into_iter().zip(rows) {
+            self.accept(i, &row);
+        }
+    }
+
+    /// Samples slot `i`'s next token from `row` and sends what it produced.
+    fn accept(&mut self, i: usize, row: &RowOut) {
+        let tok = self.tok;
+        let s = self.slots[i]
+            .as_mut()
+            .expect("an output row's slot is busy");
+        s.next = None;
+        let id = match s.sampler.sample_row(row, &s.history) {
+            Ok(id) => id,
+            Err(e) => {
+                let _ = s.job.events.send(Event::Failed(e.to_string()));
+                Metrics::inc(&self.metrics.failed);
+                self.free(i);
+                return;
+            }
+        };
+        let logprobs: Vec<TokenLogprob> = match (s.job.params.logprobs, &row.logits) {
+            (Some(n), Some(l)) if !tok.is_eog(id) => vec![logprob(tok, l, id, n)],
+            _ => vec![],
+        };
+        // `flush`: the stream ends here without a stop string, so what the decoder and the stop
+        // matcher hold back goes out too.
+        let (mut text, mut finish, flush) = if tok.is_eog(id) {
+            (String::new(), Some(Finish::Stop), true)
+        } else {
+            s.generated += 1;
+            s.history.push(id);
+            let r = s.stops.push(&s.decoder.push(id));
+            if r.stopped {
+                (r.text, Some(Finish::Stop), false)
+            } else if s.generated == s.job.params.max_tokens {
+                (r.text, Some(Finish::Length), true)
+            } else {
+                (r.text, None, false)
+            }
+        };
+        if flush {
+            let r = s.stops.push(&s.decoder.finish());
+            text.push_str(&r.text);
+            if r.stopped {
+                finish = Some(Finish::Stop);
+            } else {
+                text.push_str(&s.stops.finish());
+            }
+        }
+        if !text.is_empty() || !logprobs.is_empty() {
+            let _ = s.job.events.send(Event::Text { text, logprobs });
+        }
+        match finish {
+            None => s.next = Some(id),
+            Some(f) => {
+                let usage = Usage {
+                    prompt_tokens: s.job.prompt.len(),
+                    completion_tokens: s.generated,
+                };
+                // The slot is free before the client hears the end.
+                let events = s.job.events.clone();
+                Metrics::inc(match f {
+                    Finish::Stop => &self.metrics.finished_stop,
+                    Finish::Length => &self.metrics.finished_length,
+                });
+                self.free(i);
+                let _ = events.send(Event::Done { finish: f, usage });
+            }
+        }
+    }
+}
+
+/// The log-probability of `id` under `logits`, with the `n` most likely tokens.
+fn logprob(tok: &Tokenizer, logits: &[f32], id: u32, n: usize) -> TokenLogprob {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let lse = max
+        + logits
+            .iter()
+            .map(|&l| ((l - max) as f64).exp())
+            .sum::<f64>()
+            .ln() as f32;
+    let entry = |id: u32| {
+        let bytes = tok.piece(id).into_owned();
+        (
+            String::from_utf8_lossy(&bytes).into_owned(),
+            bytes,
+            logits[id as usize] - lse,
+        )
+    };
+    let mut order: Vec<u32> = (0..logits.len() as u32).collect();
+    let n = n.min(order.len());
+    if n > 0 {
+        order.select_nth_unstable_by(n - 1, |&a, &b| {
+            logits[b as usize]
+                .total_cmp(&logits[a as usize])
+                .then(a.cmp(&b))
+        });
+    }
+    order.truncate(n);
+    order.sort_by(|&a, &b| {
+        logits[b as usize]
+            .total_cmp(&logits[a as usize])
+            .then(a.cmp(&b))
+    });
+    let (token, bytes, logprob) = entry(id);
+    TokenLogprob {
+        token,
+        bytes,
+        logprob,
+        top: order.into_iter().map(entry).collect(),
+    }
+}

@@ -1,0 +1,187 @@
+//! A real `wgllm-server` on loopback with SmolLM2 on the WebGPU backend (lavapipe in CI), and a
+//! real HTTP client (reqwest) with a small SSE reader.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::sync::{oneshot, Mutex, MutexGuard};
+use wgllm_core::DType;
+use wgllm_gguf::GgufFile;
+use wgllm_models::config::model_cache_dir;
+use wgllm_models::tokenizer::Tokenizer;
+use wgllm_models::{Session, SessionConfig};
+use wgllm_server::{App, ServerConfig};
+use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
+
+pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+pub const MODEL_ID: &str = "SmolLM2-135M-Instruct.Q4_1";
+
+/// One server at a time: they share the machine's few cores.
+static SERIAL: Mutex<()> = Mutex::const_new(());
+
+/// A running server; dropping it shuts it down.
+pub struct Server {
+    pub base: String,
+    pub client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// Starts a server with `parallel` slots of `n_ctx` tokens and a queue of `queue`.
+pub async fn start(parallel: usize, queue: usize, n_ctx: usize, max_body: usize) -> Server {
+    let serial = SERIAL.lock().await;
+    let path = model_cache_dir().join(SMOLLM2);
+    let file = GgufFile::open(&path)
+        .unwrap_or_else(|e| panic!("{SMOLLM2} in the model cache (wgllm pull smollm2): {e}"));
+    let tokenizer = Tokenizer::from_gguf(&file).unwrap();
+    let cfg = SessionConfig {
+        n_ctx,
+        ubatch: 64,
+        kv_dtype: DType::F16,
+        all_logits: false,
+    };
+    let load = Box::new(move || -> anyhow::Result<Session> {
+        let backend = WebGpuBackend::new(WebGpuConfig::default())?;
+        let file = GgufFile::open(&path)?;
+        Ok(Session::with_sequences(&backend, &file, cfg, parallel)?)
+    });
+    let server = ServerConfig {
+        queue,
+        ubatch: 64,
+        max_body_bytes: max_body,
+        ..ServerConfig::new(MODEL_ID, n_ctx)
+    };
+    let app: Arc<App> = App::start(load, tokenizer, server).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tx, rx) = oneshot::channel();
+    tokio::spawn(wgllm_server::serve(listener, app, async {
+        let _ = rx.await;
+    }));
+    Server {
+        base: format!("http://{addr}"),
+        client: reqwest::Client::new(),
+        stop: Some(tx),
+        _serial: serial,
+    }
+}
+
+impl Server {
+    /// POSTs `body` to `path`; the status and the JSON answer.
+    pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.post_raw(path, body.to_string()).await
+    }
+
+    /// POSTs raw bytes.
+    pub async fn post_raw(&self, path: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap())
+    }
+
+    /// GETs `path` as text.
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        let r = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    }
+
+    /// A Prometheus sample's value.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let (_, text) = self.get("/metrics").await;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+    }
+
+    /// Starts a streaming request; the response, whose body is read with [`Sse`].
+    pub async fn stream(&self, path: &str, body: &Value) -> Sse {
+        let r = self
+            .client
+            .post(format!("{}{path}", self.base))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        let ct = r.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(ct.starts_with("text/event-stream"), "{ct}");
+        Sse {
+            resp: r,
+            buf: Vec::new(),
+        }
+    }
+}
+
+/// Server-sent events read off a response.
+pub struct Sse {
+    resp: reqwest::Response,
+    buf: Vec<u8>,
+}
+
+impl Sse {
+    /// The next `data:` payload, `None` at the end of the body.
+    pub async fn next(&mut self) -> Option<String> {
+        loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = self.buf.drain(..end + 2).collect();
+                let text = String::from_utf8(event).unwrap();
+                let data: Vec<&str> = text
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                    .collect();
+                if !data.is_empty() {
+                    return Some(data.join("\n"));
+                }
+                continue;
+            }
+            match self.resp.chunk().await.unwrap() {
+                Some(c) => self.buf.extend_from_slice(&c),
+                None => return None,
+            }
+        }
+    }
+
+    /// Every payload up to `[DONE]` (which must come, and be last), parsed.
+    pub async fn collect(mut self) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(d) = self.next().await {
+            if d == "[DONE]" {
+                assert!(self.next().await.is_none(), "nothing after [DONE]");
+                return out;
+            }
+            out.push(serde_json::from_str(&d).unwrap());
+        }
+        panic!("the stream ended without [DONE]: {out:?}");
+    }
+}
+
+/// A greedy chat request.
+pub fn chat(question: &str, max_tokens: usize) -> Value {
+    json!({
+        "model": MODEL_ID,
+        "messages": [{"role": "user", "content": question}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    })
+}

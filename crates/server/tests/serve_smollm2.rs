@@ -1,0 +1,392 @@
+//! `wgllm-server` end to end: a real server on loopback with SmolLM2 on the WebGPU backend
+//! (lavapipe in CI), driven by a real HTTP client. Chat with and without streaming, completions
+//! with log-probabilities and a stop string, two clients at once getting what each gets alone
+//! (greedy) in shared steps, every kind of bad input answered with an OpenAI-style error while the
+//! server keeps serving, a full queue answered 503, and a client leaving mid-stream freeing its
+//! slot.
+//!
+//! They need SmolLM2 in the model cache, so they are ignored by default: `wgllm pull smollm2`,
+//! then `cargo test -p wgllm-server --test serve_smollm2 -- --ignored` (CI runs them in its
+//! real-model stage). Generations are kept short (≤ 16 tokens) for lavapipe.
+
+mod common;
+
+use common::{chat, start, MODEL_ID};
+use serde_json::{json, Value};
+
+const QUESTION: &str = "What is the capital of France?";
+
+fn content(v: &Value) -> &str {
+    v["choices"][0]["message"]["content"].as_str().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs SmolLM2 in the model cache"]
+async fn smollm2_chat_streaming_completions_and_endpoints() {
+    let s = start(2, 4, 512, 1 << 20).await;
+    let (status, health) = s.get("/health").await;
+    assert_eq!((status, health.as_str()), (200, r#"{"status":"ok"}"#));
+    let (_, models) = s.get("/v1/models").await;
+    let models: Value = serde_json::from_str(&models).unwrap();
+    assert_eq!(models["data"][0]["id"], MODEL_ID);
+
+    // Non-streaming chat.
+    let (status, a) = s.post("/v1/chat/completions", &chat(QUESTION, 12)).await;
+    assert_eq!(status, 200, "{a}");
+    assert_eq!(a["object"], "chat.completion");
+    assert_eq!(a["choices"][0]["message"]["role"], "assistant");
+    let answer = content(&a).to_string();
+    assert!(answer.contains("Paris"), "{answer}");
+    let usage = &a["usage"];
+    let done = usage["completion_tokens"].as_u64().unwrap();
+    assert!((1..=12).contains(&done), "{usage}");
+    assert_eq!(
+        usage["total_tokens"].as_u64(),
+        Some(usage["prompt_tokens"].as_u64().unwrap() + done)
+    );
+
+    // The same question streamed: a role chunk, content deltas adding up to the same answer, a
+    // last chunk with finish_reason and usage, then [DONE].
+    let mut body = chat(QUESTION, 12);
+    body["stream"] = json!(true);
+    body["stream_options"] = json!({"include_usage": true});
+    let chunks = s
+        .stream("/v1/chat/completions", &body)
+        .await
+        .collect()
+        .await;
+    assert!(chunks
+        .iter()
+        .all(|c| c["object"] == "chat.completion.chunk"));
+    assert!(chunks.iter().all(|c| c["id"] == chunks[0]["id"]));
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let streamed: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(streamed, answer);
+    let last = &chunks[chunks.len() - 2];
+    assert_eq!(
+        last["choices"][0]["finish_reason"],
+        a["choices"][0]["finish_reason"]
+    );
+    assert_eq!(&last["usage"], usage);
+    let usage_only = &chunks[chunks.len() - 1];
+    assert_eq!(usage_only["choices"], json!([]));
+    assert_eq!(&usage_only["usage"], usage);
+
+    // Completions with log-probabilities of the two best alternatives.
+    let body = json!({"prompt": "The capital of France is", "max_tokens": 4, "temperature": 0, "logprobs": 2});
+    let (status, c) = s.post("/v1/completions", &body).await;
+    assert_eq!(status, 200, "{c}");
+    assert_eq!(c["object"], "text_completion");
+    let lp = &c["choices"][0]["logprobs"];
+    let n = c["usage"]["completion_tokens"].as_u64().unwrap() as usize;
+    assert_eq!(lp["tokens"].as_array().unwrap().len(), n, "{lp}");
+    assert_eq!(
+        lp["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap())
+            .collect::<String>(),
+        c["choices"][0]["text"].as_str().unwrap()
+    );
+    for (chosen, top) in lp["token_logprobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip(lp["top_logprobs"].as_array().unwrap())
+    {
+        let chosen = chosen.as_f64().unwrap();
+        let top: Vec<f64> = top
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert!(top.len() <= 2 && !top.is_empty(), "{lp}");
+        let best = top.iter().copied().fold(f64::MIN, f64::max);
+        assert!(
+            chosen <= 0.0 && (chosen - best).abs() < 1e-4,
+            "greedy picks the best: {lp}"
+        );
+    }
+
+    // A stop string: the answer ends right before it.
+    let cut = answer.find("Paris").unwrap();
+    let mut body = chat(QUESTION, 12);
+    body["stop"] = json!(["Paris", "never"]);
+    let (_, b) = s.post("/v1/chat/completions", &body).await;
+    assert_eq!(content(&b), &answer[..cut]);
+    assert_eq!(b["choices"][0]["finish_reason"], "stop");
+
+    let metrics = s.get("/metrics").await.1;
+    assert!(
+        metrics.contains("# TYPE wgllm_generated_tokens_total counter"),
+        "{metrics}"
+    );
+    assert_eq!(s.metric("wgllm_requests_total").await, 4.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs SmolLM2 in the model cache"]
+async fn smollm2_two_clients_at_once_get_what_each_gets_alone() {
+    let s = start(2, 4, 512, 1 << 20).await;
+    let q1 = chat(QUESTION, 16);
+    let q2 = chat("Write a haiku about the sea.", 16);
+    let (_, a1) = s.post("/v1/chat/completions", &q1).await;
+    let (_, a2) = s.post("/v1/chat/completions", &q2).await;
+    let steps = s.metric("wgllm_steps_total").await;
+    let tokens = s.metric("wgllm_generated_tokens_total").await;
+    let (b1, b2) = tokio::join!(
+        s.post("/v1/chat/completions", &q1),
+        s.post("/v1/chat/completions", &q2)
+    );
+    assert_eq!((b1.0, b2.0), (200, 200));
+    assert_eq!(content(&b1.1), content(&a1), "client 1");
+    assert_eq!(content(&b2.1), content(&a2), "client 2");
+    assert_ne!(content(&a1), content(&a2));
+    // The two shared steps: fewer steps than tokens generated.
+    let steps = s.metric("wgllm_steps_total").await - steps;
+    let tokens = s.metric("wgllm_generated_tokens_total").await - tokens;
+    assert!(
+        steps < tokens,
+        "{steps} steps for {tokens} tokens: no step was shared"
+    );
+}
+
+/// Expects `status` and an OpenAI error object whose `param` is `param` (when given) and whose
+/// message contains `says`.
+async fn expect_error(
+    s: &common::Server,
+    path: &str,
+    body: impl Into<reqwest::Body>,
+    status: u16,
+    param: Option<&str>,
+    says: &str,
+) -> Value {
+    let (got, v) = s.post_raw(path, body).await;
+    assert_eq!(got, status, "{v}");
+    let e = &v["error"];
+    assert!(e["type"].is_string(), "{v}");
+    assert!(e["message"].as_str().unwrap().contains(says), "{v}");
+    if let Some(p) = param {
+        assert_eq!(e["param"], p, "{v}");
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs SmolLM2 in the model cache"]
+async fn smollm2_bad_input_is_a_4xx_naming_the_problem() {
+    let s = start(1, 2, 256, 64 << 10).await;
+    let chat_url = "/v1/chat/completions";
+    let ok = chat(QUESTION, 2);
+    let with = |k: &str, v: Value| {
+        let mut b = ok.clone();
+        b[k] = v;
+        b.to_string()
+    };
+    expect_error(
+        &s,
+        chat_url,
+        "{\"messages\": [",
+        400,
+        None,
+        "not valid JSON",
+    )
+    .await;
+    expect_error(&s, chat_url, "[1, 2]", 400, None, "must be a JSON object").await;
+    expect_error(
+        &s,
+        chat_url,
+        with("temperature", json!("hot")),
+        400,
+        Some("temperature"),
+        "must be a number",
+    )
+    .await;
+    expect_error(
+        &s,
+        chat_url,
+        with("temperature", json!(3)),
+        400,
+        Some("temperature"),
+        "between 0 and 2",
+    )
+    .await;
+    expect_error(
+        &s,
+        chat_url,
+        with("messages", json!("hi")),
+        400,
+        Some("messages"),
+        "must be an array",
+    )
+    .await;
+    expect_error(
+        &s,
+        chat_url,
+        with("messages", json!([{"role": "wizard", "content": "x"}])),
+        400,
+        Some("messages"),
+        "wizard",
+    )
+    .await;
+    expect_error(
+        &s,
+        chat_url,
+        with("stream", json!(1)),
+        400,
+        Some("stream"),
+        "must be a boolean",
+    )
+    .await;
+    expect_error(
+        &s,
+        chat_url,
+        with("max_tokens", json!(1.5)),
+        400,
+        Some("max_tokens"),
+        "must be an integer",
+    )
+    .await;
+    expect_error(
+        &s,
+        chat_url,
+        with("max_tokens", json!(0)),
+        400,
+        Some("max_tokens"),
+        "at least 1",
+    )
+    .await;
+    let v = expect_error(
+        &s,
+        chat_url,
+        with("max_tokens", json!(100_000)),
+        400,
+        Some("max_tokens"),
+        "at most",
+    )
+    .await;
+    assert_eq!(v["error"]["code"], "context_length_exceeded");
+    expect_error(&s, chat_url, with("n", json!(2)), 400, Some("n"), "n = 1").await;
+    expect_error(
+        &s,
+        chat_url,
+        with("stop", json!(["a", "b", "c", "d", "e"])),
+        400,
+        Some("stop"),
+        "at most 4",
+    )
+    .await;
+    let v = expect_error(
+        &s,
+        chat_url,
+        with("model", json!("gpt-4o")),
+        404,
+        Some("model"),
+        "gpt-4o",
+    )
+    .await;
+    assert_eq!(v["error"]["code"], "model_not_found");
+    // A prompt longer than a slot's context (256 tokens).
+    let long = "the sea and the sky ".repeat(100);
+    let v = expect_error(
+        &s,
+        chat_url,
+        with("messages", json!([{"role": "user", "content": long}])),
+        400,
+        Some("messages"),
+        "context",
+    )
+    .await;
+    assert_eq!(v["error"]["code"], "context_length_exceeded");
+    expect_error(
+        &s,
+        "/v1/completions",
+        json!({"prompt": 5}).to_string(),
+        400,
+        Some("prompt"),
+        "must be a string",
+    )
+    .await;
+    expect_error(
+        &s,
+        "/v1/completions",
+        json!({"prompt": "x", "logprobs": 9}).to_string(),
+        400,
+        Some("logprobs"),
+        "between 0 and 5",
+    )
+    .await;
+    // A body over the limit (64 KiB here) is refused.
+    let big = json!({"messages": [{"role": "user", "content": "x".repeat(100 << 10)}]}).to_string();
+    let v = expect_error(&s, chat_url, big, 413, None, "larger than the limit").await;
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    expect_error(&s, "/v1/nothing", "{}", 404, None, "No such route").await;
+
+    // Still serving.
+    let (status, a) = s.post(chat_url, &ok).await;
+    assert_eq!(status, 200, "{a}");
+    assert_eq!(
+        s.metric("wgllm_requests_rejected_total{reason=\"bad_request\"}")
+            .await,
+        17.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs SmolLM2 in the model cache"]
+async fn smollm2_full_queue_is_503_with_retry_after() {
+    // One slot, no waiting room.
+    let s = start(1, 0, 256, 1 << 20).await;
+    let mut body = chat("Tell me a long story about a dragon.", 200);
+    body["stream"] = json!(true);
+    let mut busy = s.stream("/v1/chat/completions", &body).await;
+    // The role chunk, then the first content: the slot is generating.
+    busy.next().await.unwrap();
+    busy.next().await.unwrap();
+    let r = s
+        .client
+        .post(format!("{}/v1/chat/completions", s.base))
+        .json(&chat(QUESTION, 2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    assert_eq!(r.headers()["retry-after"], "1");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "server_overloaded", "{v}");
+    assert_eq!(
+        s.metric("wgllm_requests_rejected_total{reason=\"overloaded\"}")
+            .await,
+        1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs SmolLM2 in the model cache"]
+async fn smollm2_disconnect_mid_stream_frees_the_slot() {
+    // One slot and room for one waiting request.
+    let s = start(1, 1, 256, 1 << 20).await;
+    let mut body = chat("Tell me a long story about a dragon.", 200);
+    body["stream"] = json!(true);
+    let mut leaving = s.stream("/v1/chat/completions", &body).await;
+    leaving.next().await.unwrap();
+    leaving.next().await.unwrap();
+    drop(leaving);
+    // This request can only run once the slot is free: if the first were not let go, it would
+    // wait for all 200 tokens.
+    let (status, a) = s.post("/v1/chat/completions", &chat(QUESTION, 4)).await;
+    assert_eq!(status, 200, "{a}");
+    assert_eq!(
+        s.metric("wgllm_requests_finished_total{reason=\"cancelled\"}")
+            .await,
+        1.0
+    );
+    let generated = s.metric("wgllm_generated_tokens_total").await;
+    assert!(generated < 100.0, "{generated} tokens: the story went on");
+    assert_eq!(s.metric("wgllm_slots_busy").await, 0.0);
+}

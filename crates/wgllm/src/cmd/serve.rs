@@ -1,0 +1,106 @@
+//! `wgllm serve`: an OpenAI-compatible HTTP server over one model, with `--parallel` slots whose
+//! decoding steps run batched (continuous batching; see the `wgllm-server` crate).
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
+use wgllm_core::DType;
+use wgllm_gguf::GgufFile;
+use wgllm_models::tokenizer::Tokenizer;
+use wgllm_models::{Architecture, Session, SessionConfig};
+use wgllm_server::{App, ServerConfig};
+
+use super::backend::BackendArgs;
+
+/// Arguments of `wgllm serve`.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// GGUF file, or a known model name (`smollm2`, `gemma3-270m`); default: smollm2,
+    /// downloaded on first use.
+    #[arg(short = 'm', long = "model")]
+    pub model: Option<String>,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port to listen on (0: any free port).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Requests generated at the same time (slots); their steps run batched.
+    #[arg(long, default_value_t = 4)]
+    pub parallel: usize,
+    /// Context of each slot in tokens (prompt + generation), capped at the model's training
+    /// context; the KV cache holds parallel × ctx tokens.
+    #[arg(short = 'c', long, default_value_t = 2048)]
+    pub ctx: usize,
+    /// Requests that may wait while every slot is busy; more are answered 503.
+    #[arg(long, default_value_t = 64)]
+    pub queue: usize,
+    /// Most tokens one batched step carries (decode tokens plus prompt chunks).
+    #[arg(long, default_value_t = 256)]
+    pub ubatch: usize,
+    /// Largest request body in bytes.
+    #[arg(long, default_value_t = 1 << 20)]
+    pub max_body: usize,
+    #[command(flatten)]
+    pub backend: BackendArgs,
+}
+
+/// Loads the model and serves until Ctrl-C.
+pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
+    if args.parallel == 0 {
+        anyhow::bail!("--parallel must be at least 1");
+    }
+    let path = super::pull::resolve_model(args.model.as_deref())?;
+    let t0 = Instant::now();
+    let file = GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    let tokenizer = Tokenizer::from_gguf(&file)?;
+    let n_ctx = args
+        .ctx
+        .min(Architecture::from_gguf(&file)?.n_ctx_train())
+        .max(2);
+    let model_id = path
+        .file_stem()
+        .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
+    let cfg = SessionConfig {
+        n_ctx,
+        ubatch: args.ubatch,
+        kv_dtype: DType::F16,
+        all_logits: false,
+    };
+    let (backend_args, parallel) = (args.backend.clone(), args.parallel);
+    let described = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let desc = described.clone();
+    let load = Box::new(move || -> Result<Session> {
+        let (backend, d) = backend_args.open()?;
+        if let Ok(mut slot) = desc.lock() {
+            *slot = d;
+        }
+        let file = GgufFile::open(&path)?;
+        Ok(Session::with_sequences(
+            backend.as_ref(),
+            &file,
+            cfg,
+            parallel,
+        )?)
+    });
+    let server = ServerConfig {
+        queue: args.queue,
+        ubatch: args.ubatch,
+        max_body_bytes: args.max_body,
+        ..ServerConfig::new(model_id.clone(), n_ctx)
+    };
+    let app = App::start(load, tokenizer, server)?;
+    let on = described.lock().map(|d| d.clone()).unwrap_or_default();
+    eprintln!(
+        "wgllm: {model_id} on {on}, {parallel} slots of {n_ctx} tokens, loaded in {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let addr = format!("{}:{}", args.host, args.port);
+    wgllm_server::serve_blocking(&addr, app, |a| {
+        // The line scripts wait for (stdout, flushed).
+        let _ = writeln!(out, "wgllm: listening on http://{a}");
+        let _ = out.flush();
+    })
+}
