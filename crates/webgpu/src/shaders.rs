@@ -83,10 +83,26 @@ pub enum Kernel {
     },
     /// `flash_attn_combine.wgsl`: merges split partial results, with or without sinks.
     FlashAttnCombine { sinks: bool, dv: u32 },
-    /// `top_k.wgsl`, one workgroup per row: the `k` largest, or argmax (`k` = 1, NaN lowest).
-    TopK { k: u32, argmax: bool },
+    /// `top_k.wgsl`: the `k` largest, or argmax (`k` = 1, NaN lowest), in one pass or in the
+    /// chunks-then-merge stages of long rows.
+    TopK {
+        k: u32,
+        argmax: bool,
+        stage: TopKStage,
+    },
     /// The families of `variants.rs` (shape, upscale, reductions, mul_mat_id, sequence).
     Family(Family),
+}
+
+/// How `top_k.wgsl` covers a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TopKStage {
+    /// One workgroup per row.
+    Whole,
+    /// One workgroup per chunk of a row, writing candidates to scratch.
+    Chunks,
+    /// One workgroup per row, merging the chunks' candidates.
+    Merge,
 }
 
 /// The row normalizations of `norm.wgsl`.
@@ -341,11 +357,17 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("DV", dv.to_string()));
             FLASH_ATTN_COMBINE
         }
-        Kernel::TopK { k, argmax } => {
+        Kernel::TopK { k, argmax, stage } => {
             if argmax {
                 flags.push("ARGMAX");
             }
+            match stage {
+                TopKStage::Whole => {}
+                TopKStage::Chunks => flags.push("CHUNKS"),
+                TopKStage::Merge => flags.push("MERGE"),
+            }
             vars.push(("K", k.to_string()));
+            vars.push(("DST", (n - 1).to_string()));
             TOP_K
         }
         Kernel::Family(f) => f.configure(&mut flags, &mut vars),

@@ -8,13 +8,27 @@
 // Each invocation keeps the top K of its strided slice of the row, sorted, in private memory;
 // then K rounds of a workgroup max over the slices' heads emit the winners in order (the row's
 // top K is within the union of the slices' top K).
+//
+// Long rows (a vocabulary) go in two dispatches, so that many workgroups share the row:
+// CHUNKS: workgroup g = row·C + c (C = op_u(0)) takes elements [c·CH, (c + 1)·CH) (CH = op_u(1))
+//   and writes its top K as (order key, index) pairs of i32 bits to scratch (the dst binding) at
+//   2·(g·K + rank); a rank with no element gets index NONE.
+// MERGE: one workgroup per row reads the row's C·K pairs from scratch (src0) and emits the top K
+//   of them as the one-pass kernel does; src1 is the original row (argmax's first-NaN rule).
 
 const WG: u32 = {{WG}}u;
 const K: u32 = {{K}}u;
 const NONE: u32 = 0xffffffffu;
+// The dst binding's descriptor.
+const DST: u32 = {{DST}}u;
 
 var<workgroup> red_key: array<u32, {{WG}}>;
 var<workgroup> red_idx: array<u32, {{WG}}>;
+
+// Whether (k1, i1) ranks before (k2, i2): the larger key, then the lower index.
+fn before(k1: u32, i1: u32, k2: u32, i2: u32) -> bool {
+    return k1 > k2 || (k1 == k2 && i1 < i2);
+}
 
 fn is_nan_bits(bits: u32) -> bool {
     return (bits & 0x7fffffffu) > 0x7f800000u;
@@ -36,25 +50,52 @@ fn order_key(v: f32) -> u32 {
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let row = group_id(wid, nwg);
+    let g = group_id(wid, nwg);
+#if CHUNKS
+    let row = g / op_u(0u);
+    let chunk = g % op_u(0u);
+#else
+    let row = g;
+#endif
     if (row >= n_items()) {
         return;
     }
-    let n1 = t_ne(0u, 1u);
-    let n2 = t_ne(0u, 2u);
+#if MERGE
+    let src = 1u;
+#else
+    let src = 0u;
+#endif
+    let n1 = t_ne(src, 1u);
+    let n2 = t_ne(src, 2u);
     let r = vec4<u32>(0u, row % n1, (row / n1) % n2, row / (n1 * n2));
-    let base = t_idx(0u, r);
-    let nb0 = t_nb(0u, 0u);
-    let n = t_ne(0u, 0u);
+    let base = t_idx(src, r);
+    let nb0 = t_nb(src, 0u);
     var keys: array<u32, K>;
     var idx: array<u32, K>;
     var cnt = 0u;
-    for (var i = lid; i < n; i += WG) {
+#if MERGE
+    let m = op_u(0u) * K;
+    let cand = t_off(0u) + 2u * row * m;
+    for (var j = lid; j < m; j += WG) {
+        let key = bitcast<u32>(src0[cand + 2u * j]);
+        let i = bitcast<u32>(src0[cand + 2u * j + 1u]);
+        if (i == NONE) {
+            continue;
+        }
+#else
+#if CHUNKS
+    let lo = chunk * op_u(1u);
+    let n = min(t_ne(0u, 0u), lo + op_u(1u));
+#else
+    let lo = 0u;
+    let n = t_ne(0u, 0u);
+#endif
+    for (var i = lo + lid; i < n; i += WG) {
         let key = order_key(load_src0(base + i * nb0));
-        // i grows, so an equal key ranks after those already kept.
-        if (cnt < K || key > keys[K - 1u]) {
+#endif
+        if (cnt < K || before(key, i, keys[K - 1u], idx[K - 1u])) {
             var p = min(cnt, K - 1u);
-            while (p > 0u && key > keys[p - 1u]) {
+            while (p > 0u && before(key, i, keys[p - 1u], idx[p - 1u])) {
                 keys[p] = keys[p - 1u];
                 idx[p] = idx[p - 1u];
                 p--;
@@ -91,11 +132,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             head++;
         }
         if (lid == 0u) {
-#if ARGMAX
-            let first = bitcast<u32>(load_src0(base));
-            dst[t_idx(1u, vec4<u32>(r.y, 0u, 0u, 0u))] = i32(select(win, 0u, is_nan_bits(first)));
+#if CHUNKS
+            let o = t_off(1u) + 2u * (g * K + rank);
+            dst[o] = bitcast<i32>(red_key[0]);
+            dst[o + 1u] = bitcast<i32>(win);
 #else
-            dst[t_idx(1u, vec4<u32>(rank, r.y, r.z, r.w))] = i32(win);
+#if ARGMAX
+#if MERGE
+            let first = bitcast<u32>(load_src1(base));
+#else
+            let first = bitcast<u32>(load_src0(base));
+#endif
+            dst[t_idx(DST, vec4<u32>(r.y, 0u, 0u, 0u))] = i32(select(win, 0u, is_nan_bits(first)));
+#else
+            dst[t_idx(DST, vec4<u32>(rank, r.y, r.z, r.w))] = i32(win);
+#endif
 #endif
         }
         workgroupBarrier();

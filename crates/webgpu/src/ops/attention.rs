@@ -125,7 +125,7 @@ pub(super) fn flash_attn_ext(
     let splits = n_kv.div_ceil(per);
     op[8] = ctx.items(per)?;
     op[9] = ctx.items(splits)?;
-    let scratch = Operand::scratch(rows * splits * (u64::from(dv) + 2))?;
+    let scratch = Operand::scratch(DType::F32, rows * splits * (u64::from(dv) + 2))?;
     let partials = Dispatch {
         key: flash_attn_key(k.dtype, v.dtype, mask_dtype, false, d, dv, true),
         operands: vec![

@@ -40,12 +40,12 @@ pub(crate) struct Operand {
 }
 
 impl Operand {
-    /// `n` f32 values of the scratch buffer.
-    pub fn scratch(n: u64) -> Result<Operand> {
+    /// `n` values of `dtype` in the scratch buffer.
+    pub fn scratch(dtype: DType, n: u64) -> Result<Operand> {
         Ok(Operand {
             tensor: SCRATCH,
-            dtype: DType::F32,
-            layout: Layout::contiguous(DType::F32, [n.max(1), 1, 1, 1])?,
+            dtype,
+            layout: Layout::contiguous(dtype, [n.max(1), 1, 1, 1])?,
         })
     }
 }

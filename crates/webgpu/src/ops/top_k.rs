@@ -1,19 +1,51 @@
-//! Row selections: ggml_argmax and ggml_top_k (`top_k.wgsl`), one workgroup per row.
+//! Row selections: ggml_argmax and ggml_top_k (`top_k.wgsl`): one workgroup per row, or for
+//! long rows (a vocabulary) one per chunk of `CHUNK` values and then one per row merging the
+//! chunks' candidates.
 
 use wgllm_core::{DType, Result};
 
-use super::{Ctx, Dispatch};
-use crate::shaders::{Kernel, PipelineKey};
+use super::{Ctx, Dispatch, Operand};
+use crate::shaders::{Kernel, PipelineKey, TopKStage, OP_WORDS};
 
 /// Invocations per workgroup.
 const WG_SELECT: u32 = 256;
 /// Largest k: each invocation keeps its slice's top k in private memory.
 const MAX_K: u32 = 64;
+/// Values per workgroup of a long row's first stage.
+const CHUNK: u64 = 2048;
 
 fn top_k_key(src: DType, k: u32, argmax: bool) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::TopK { k, argmax },
+        kernel: Kernel::TopK {
+            k,
+            argmax,
+            stage: TopKStage::Whole,
+        },
         dtypes: vec![src, DType::I32],
+        wg: WG_SELECT,
+    }
+}
+
+fn chunks_key(src: DType, k: u32, argmax: bool) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::TopK {
+            k,
+            argmax,
+            stage: TopKStage::Chunks,
+        },
+        dtypes: vec![src, DType::I32],
+        wg: WG_SELECT,
+    }
+}
+
+fn merge_key(src: DType, k: u32, argmax: bool) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::TopK {
+            k,
+            argmax,
+            stage: TopKStage::Merge,
+        },
+        dtypes: vec![DType::I32, src, DType::I32],
         wg: WG_SELECT,
     }
 }
@@ -29,13 +61,37 @@ fn select(ctx: &Ctx, k: u32, argmax: bool) -> Result<Vec<Dispatch>> {
         return Err(ctx.unsupported(format!("k = {k} (at most {MAX_K})")));
     }
     let rows = a.layout.nrows();
-    Ok(vec![Dispatch {
-        key: top_k_key(a.dtype, k, argmax),
-        operands: vec![a, dst],
-        op_words: [0; 12],
-        items: ctx.items(rows)?,
-        groups: ctx.grid(rows, 1)?,
-    }])
+    let n = a.layout.ne[0];
+    if n <= 2 * CHUNK {
+        return Ok(vec![Dispatch {
+            key: top_k_key(a.dtype, k, argmax),
+            operands: vec![a, dst],
+            op_words: [0; OP_WORDS],
+            items: ctx.items(rows)?,
+            groups: ctx.grid(rows, 1)?,
+        }]);
+    }
+    let chunks = n.div_ceil(CHUNK);
+    let scratch = Operand::scratch(DType::I32, 2 * rows * chunks * u64::from(k))?;
+    let mut op = [0; OP_WORDS];
+    op[0] = ctx.items(chunks)?;
+    op[1] = ctx.items(CHUNK)?;
+    Ok(vec![
+        Dispatch {
+            key: chunks_key(a.dtype, k, argmax),
+            operands: vec![a.clone(), scratch.clone()],
+            op_words: op,
+            items: ctx.items(rows)?,
+            groups: ctx.grid(rows * chunks, 1)?,
+        },
+        Dispatch {
+            key: merge_key(a.dtype, k, argmax),
+            operands: vec![scratch, a, dst],
+            op_words: op,
+            items: ctx.items(rows)?,
+            groups: ctx.grid(rows, 1)?,
+        },
+    ])
 }
 
 /// ggml_argmax: the first index of each row's largest value.
@@ -53,8 +109,12 @@ pub(super) fn keys() -> Vec<PipelineKey> {
     let mut keys = Vec::new();
     for t in [DType::F32, DType::F16, DType::BF16] {
         keys.push(top_k_key(t, 1, true));
+        keys.push(chunks_key(t, 1, true));
+        keys.push(merge_key(t, 1, true));
         for k in [1, 5, 40, MAX_K] {
             keys.push(top_k_key(t, k, false));
+            keys.push(chunks_key(t, k, false));
+            keys.push(merge_key(t, k, false));
         }
     }
     keys

@@ -399,6 +399,9 @@ fn select_cases(out: &mut Vec<Case>) {
         (DType::BF16, [7, 3, 1, 1], vec![], true),
         (DType::F32, [50000, 2, 1, 1], vec![], true),
         (DType::F32, [50000, 1, 1, 1], vec![], false),
+        // Chunked rows whose first value, or a later one, is NaN.
+        (DType::F32, [9000, 2, 1, 1], vec![0, 9005], true),
+        (DType::F16, [5000, 3, 1, 1], vec![4500], true),
     ];
     for (dtype, ne, nans, tied) in argmax {
         let desc = format!("ARGMAX {dtype} {ne:?} tied={tied} NaN at {nans:?}");
@@ -420,6 +423,9 @@ fn select_cases(out: &mut Vec<Case>) {
         (DType::F32, [64, 2, 1, 1], 64, vec![], true),
         (DType::F16, [257, 2, 1, 1], 7, vec![], true),
         (DType::F32, [50000, 1, 1, 1], 40, vec![], false),
+        (DType::F32, [9000, 2, 1, 1], 64, vec![17, 9100], true),
+        (DType::F16, [5000, 3, 1, 1], 7, vec![], true),
+        (DType::BF16, [4200, 2, 1, 1], 1, vec![], true),
     ];
     for (dtype, ne, k, nans, tied) in top_k {
         let desc = format!("TOP_K {dtype} {ne:?} k={k} tied={tied} NaN at {nans:?}");
