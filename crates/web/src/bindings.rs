@@ -1,0 +1,114 @@
+//! The JavaScript API (wasm-bindgen). Errors reach JavaScript as `Error` objects with the
+//! engine's message.
+
+use js_sys::{Function, Reflect, Uint8Array};
+use wasm_bindgen::prelude::*;
+use wgllm_models::sampler::SamplerConfig;
+
+use crate::engine::{Device, Engine, EngineConfig};
+use crate::ops::run_ops;
+
+fn js_err(e: impl std::fmt::Display) -> JsError {
+    JsError::new(&e.to_string())
+}
+
+fn set(obj: &js_sys::Object, key: &str, value: JsValue) -> Result<(), JsError> {
+    Reflect::set(obj, &key.into(), &value)
+        .map(|_| ())
+        .map_err(|_| JsError::new("building a result object"))
+}
+
+/// A backend and a model, as the page sees them.
+#[wasm_bindgen]
+pub struct WebEngine {
+    inner: Engine,
+}
+
+#[wasm_bindgen]
+impl WebEngine {
+    /// Opens `"webgpu"` (the browser's adapter) or `"cpu"` (the reference backend), with a KV
+    /// cache of `n_ctx` tokens.
+    pub async fn open(device: String, n_ctx: u32) -> Result<WebEngine, JsError> {
+        let dev = Device::parse(&device)
+            .ok_or_else(|| JsError::new(&format!("unknown device '{device}': webgpu or cpu")))?;
+        let config = EngineConfig {
+            n_ctx: n_ctx as usize,
+            ..EngineConfig::default()
+        };
+        let inner = Engine::open(dev, config).await.map_err(js_err)?;
+        Ok(WebEngine { inner })
+    }
+
+    /// The adapter (or backend) in use.
+    pub fn adapter(&self) -> String {
+        self.inner.adapter().to_string()
+    }
+
+    /// Loads a GGUF file from its bytes (copied once into wasm memory); returns a summary line.
+    pub fn load(&mut self, bytes: Uint8Array) -> Result<String, JsError> {
+        self.inner.load(bytes.to_vec().into()).map_err(js_err)
+    }
+
+    /// Token ids of `text` (chat-templated as one user message when `chat`).
+    #[wasm_bindgen(js_name = promptIds)]
+    pub fn prompt_ids(&self, text: &str, chat: bool) -> Result<Vec<u32>, JsError> {
+        self.inner.prompt_ids(text, chat).map_err(js_err)
+    }
+
+    /// Generates up to `max_tokens` after `text` (greedy when `temperature <= 0`), calling
+    /// `on_text(piece)` with each piece as it is decoded; `on_text` returning `false` stops.
+    /// Resolves to `{text, promptTokens, generatedTokens, promptTps, generateTps, stop}`.
+    pub async fn generate(
+        &mut self,
+        text: String,
+        chat: bool,
+        max_tokens: u32,
+        temperature: f32,
+        on_text: Function,
+    ) -> Result<JsValue, JsError> {
+        let ids = self.inner.prompt_ids(&text, chat).map_err(js_err)?;
+        let sampler = SamplerConfig {
+            temperature,
+            ..SamplerConfig::default()
+        };
+        let mut out = String::new();
+        let stats = self
+            .inner
+            .generate(&ids, max_tokens as usize, sampler, |piece| {
+                out.push_str(piece);
+                // A callback that throws or returns `false` stops generation.
+                on_text
+                    .call1(&JsValue::NULL, &JsValue::from_str(piece))
+                    .map(|v| v.as_bool() != Some(false))
+                    .unwrap_or(false)
+            })
+            .await
+            .map_err(js_err)?;
+        let obj = js_sys::Object::new();
+        set(&obj, "text", out.into())?;
+        set(&obj, "promptTokens", stats.prompt_tokens.into())?;
+        set(&obj, "generatedTokens", stats.generated_tokens.into())?;
+        set(&obj, "promptTps", stats.prompt_tps().into())?;
+        set(&obj, "generateTps", stats.generate_tps().into())?;
+        set(&obj, "stop", format!("{:?}", stats.stop).into())?;
+        Ok(obj.into())
+    }
+
+    /// Runs the op-table cases whose op is in `ops` (comma-separated; empty: all) and whose
+    /// name contains `filter` on this engine's backend against the CPU reference. Resolves to
+    /// `{passed, unsupported, problems: [string]}`.
+    #[wasm_bindgen(js_name = runOps)]
+    pub async fn run_ops(&self, ops: String, filter: String) -> Result<JsValue, JsError> {
+        let ops: Vec<&str> = ops.split(',').filter(|s| !s.is_empty()).collect();
+        let s = run_ops(self.inner.backend(), &ops, &filter, |_| {}).await;
+        let obj = js_sys::Object::new();
+        set(&obj, "passed", s.passed.into())?;
+        set(&obj, "unsupported", s.unsupported.into())?;
+        let problems = js_sys::Array::new();
+        for p in s.problems {
+            problems.push(&p.into());
+        }
+        set(&obj, "problems", problems.into())?;
+        Ok(obj.into())
+    }
+}

@@ -1,0 +1,49 @@
+//! Checks shared by the native tests (`tests/engine.rs`) and the browser tests
+//! (`tests/browser.rs`, headless Chromium through wasm-bindgen-test).
+
+use wgllm_core::DType;
+use wgllm_models::sampler::SamplerConfig;
+use wgllm_models::synth::{llama_gguf, LlamaShape};
+use wgllm_web::{Device, Engine, EngineConfig};
+
+/// A tiny llama with a byte-level vocabulary (n_vocab > 256: any text is one token per byte).
+pub fn synth_model() -> Vec<u8> {
+    let shape = LlamaShape {
+        n_vocab: 300,
+        n_embd: 64,
+        n_layer: 2,
+        n_ff: 128,
+        n_head: 4,
+        n_head_kv: 2,
+        n_ctx_train: 256,
+        rope_base: 10_000.0,
+        tied_output: false,
+    };
+    llama_gguf(&shape, DType::Q4_0, 11).expect("synthetic model")
+}
+
+/// Greedy text, generated-token count and stop reason of the synthetic model on `device`.
+pub async fn greedy(device: Device, max_tokens: usize) -> (String, usize, String) {
+    let config = EngineConfig {
+        n_ctx: 64,
+        ubatch: 8,
+    };
+    let mut engine = Engine::open(device, config).await.expect("open");
+    engine.load(synth_model().into()).expect("load");
+    let ids = engine.prompt_ids("Hello, browser", false).expect("ids");
+    assert!(ids.len() >= 14, "one token per byte: {ids:?}");
+    let mut text = String::new();
+    let stats = engine
+        .generate(&ids, max_tokens, SamplerConfig::greedy(), |t| {
+            text.push_str(t);
+            true
+        })
+        .await
+        .expect("generate");
+    (text, stats.generated_tokens, format!("{:?}", stats.stop))
+}
+
+/// The CPU backend's greedy text for [`synth_model`] after "Hello, browser" (12 tokens),
+/// checked natively (`tests/engine.rs`) and in the browser (`tests/browser.rs`).
+pub const NATIVE_GREEDY_TEXT: &str =
+    "\u{fffd}\u{10}\u{fffd}<tok_268><tok_297><tok_289>;9A<tok_257>%<tok_257>";
