@@ -104,10 +104,7 @@ impl WebGpuBackend {
         let mut shared = buffer::Shared::default();
         let mut out = Vec::with_capacity(graphs.len());
         for graph in graphs {
-            let mut dispatches = Vec::new();
-            for t in graph.ids() {
-                dispatches.extend(ops::plan_node(graph, t, &self.gpu.caps)?);
-            }
+            let dispatches = ops::plan_graph(graph, &self.gpu.caps)?;
             out.push(WebGpuExecutable::new(
                 self.gpu.clone(),
                 self.profiling.clone(),

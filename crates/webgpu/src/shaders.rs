@@ -59,14 +59,14 @@ pub enum Kernel {
     MulMat { tn: u32 },
     /// `mul_mat_vec.wgsl` with `quant_unit.wgsl`: at most `nc` activation columns, `tpr` lanes
     /// per weight row. src1 is bound as vec4s, f16/bf16 weights as raw words.
-    MulMatVec { nc: u32, tpr: u32 },
+    MulMatVec { nc: u32, tpr: u32, add: bool },
     /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
     /// `MulMatVec`.
     MulMatTiled,
     /// `glu.wgsl`: `dst = EXPR(x, g)`.
     Glu { expr: &'static str },
-    /// `norm.wgsl`, one workgroup per row.
-    Norm(NormKind),
+    /// `norm.wgsl`, one workgroup per row; `mul`: times a weight row (a fused ggml_mul).
+    Norm { kind: NormKind, mul: bool },
     /// `softmax.wgsl`, one workgroup per row; which optional sources are bound.
     SoftMax { mask: bool, sinks: bool },
     /// `rope.wgsl`: the mode (pairing and position sections), with or without frequency
@@ -256,8 +256,8 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     }
     head.push('\n');
     for (k, &dt) in key.dtypes[..n - 1].iter().enumerate() {
-        if mat_vec {
-            break;
+        if mat_vec && k < 2 {
+            continue;
         }
         if let Some(l) = loader(&binding_name(k, n), dt) {
             head.push_str(&l);
@@ -298,7 +298,10 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             activations = true;
             GLU
         }
-        Kernel::Norm(kind) => {
+        Kernel::Norm { kind, mul } => {
+            if mul {
+                flags.push("MUL_W");
+            }
             match kind {
                 NormKind::Rms => {}
                 NormKind::Norm => flags.push("NORM"),
@@ -395,7 +398,10 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("PARTIAL", (tn * key.wg).to_string()));
             MUL_MAT
         }
-        Kernel::MulMatVec { nc, tpr } => {
+        Kernel::MulMatVec { nc, tpr, add } => {
+            if add {
+                flags.push("ADD");
+            }
             vars.push(("NC", nc.to_string()));
             vars.push(("TPR", tpr.to_string()));
             vars.push(("RED", (nc * key.wg).to_string()));
@@ -421,7 +427,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     }
     if matches!(
         key.kernel,
-        Kernel::Norm(_) | Kernel::SoftMax { .. } | Kernel::Family(Family::Reduce(_))
+        Kernel::Norm { .. } | Kernel::SoftMax { .. } | Kernel::Family(Family::Reduce(_))
     ) {
         text.push_str(WG_REDUCE);
     }

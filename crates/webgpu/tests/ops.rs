@@ -183,3 +183,33 @@ fn without_shader_f16_the_f32_paths_run_and_f16_is_unsupported() {
         "{passed} passed, {unsupported} unsupported"
     );
 }
+
+/// The fusions of `ops/fuse.rs` really cut dispatches (the op cases check their values).
+#[test]
+fn fusions_plan_one_dispatch_per_pattern() {
+    let gpu = backend();
+    let weight = |g: &mut Graph, name: &str, dtype: DType, ne: [u64; 4]| {
+        let n = (ne.iter().product::<u64>() as usize) / dtype.block_size() * dtype.type_size();
+        g.weight(name, dtype, ne, vec![0u8; n].into()).unwrap()
+    };
+    let count = |g: &Graph| gpu.compile_webgpu(g).unwrap().dispatch_count();
+
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [64, 2, 1, 1]).unwrap();
+    let w = weight(&mut g, "w", DType::F32, [64, 1, 1, 1]);
+    let h = g.rms_norm(x, 1e-6).unwrap();
+    let r = g.mul(h, w).unwrap();
+    g.mark_output(r).unwrap();
+    assert_eq!(count(&g), 1, "rms_norm x weight");
+    g.mark_output(h).unwrap();
+    assert_eq!(count(&g), 2, "an output norm stays unfused");
+
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [256, 1, 1, 1]).unwrap();
+    let res = g.input("r", DType::F32, [8, 1, 1, 1]).unwrap();
+    let w = weight(&mut g, "w", DType::Q4_0, [256, 8, 1, 1]);
+    let y = g.mul_mat(w, x).unwrap();
+    let r = g.add(res, y).unwrap();
+    g.mark_output(r).unwrap();
+    assert_eq!(count(&g), 1, "mat-vec + residual");
+}

@@ -5,6 +5,7 @@
 // lanes of the row reduce in workgroup memory.
 // src1 is bound as vec4s: its offset and column stride are whole vec4s (the planner checks).
 // op_u: 0 = K, 1 = M, 2 = N, 3 = r2 (src1.ne2 / src0.ne2), 4 = r3. Workgroup z indexes the batch.
+// ADD (a fused ggml_add of the product and a residual of its shape): dst = product + src2.
 
 const NC: u32 = {{NC}}u;
 const TPR: u32 = {{TPR}}u;
@@ -58,6 +59,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
     if (valid && lane < n_cols) {
-        store_dst(t_idx(2u, vec4<u32>(m, lane, i2, i3)), red[lane * {{WG}}u + r * TPR]);
+        let o = vec4<u32>(m, lane, i2, i3);
+        var y = red[lane * {{WG}}u + r * TPR];
+#if ADD
+        y += load_src2(t_idx(2u, o));
+        store_dst(t_idx(3u, o), y);
+#else
+        store_dst(t_idx(2u, o), y);
+#endif
     }
 }

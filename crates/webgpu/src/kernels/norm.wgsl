@@ -1,6 +1,22 @@
 // Row normalizations over dim 0, one workgroup per row (rows folded into a 2-d grid):
 // RMS: x / sqrt(mean(x^2) + eps); NORM: (x - mean) / sqrt(var + eps); L2: x / max(|x|, eps).
 // op_f(0) = eps. Partial sums reduce in workgroup memory.
+// MUL_W (a fused ggml_mul by a row vector, the norm's weight): the result is multiplied by
+// src1[i0]; dst is then binding 2.
+
+#if MUL_W
+const DST: u32 = 2u;
+
+fn weight(i: u32) -> f32 {
+    return load_src1(t_idx(1u, vec4<u32>(i, 0u, 0u, 0u)));
+}
+#else
+const DST: u32 = 1u;
+
+fn weight(i: u32) -> f32 {
+    return 1.0;
+}
+#endif
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -12,9 +28,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let valid = row < n_items();
     let n = select(0u, t_ne(0u, 0u), valid);
     let src = t_idx(0u, r);
-    let od = t_idx(1u, r);
+    let od = t_idx(DST, r);
     let s0 = t_nb(0u, 0u);
-    let d0 = t_nb(1u, 0u);
+    let d0 = t_nb(DST, 0u);
     let eps = op_f(0u);
     let nf = f32(t_ne(0u, 0u));
 #if NORM
@@ -30,7 +46,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let scale = 1.0 / sqrt(wg_sum(lid, sq) / nf + eps);
     for (var i = lid; i < n; i += WG) {
-        store_dst(od + i * d0, (load_src0(src + i * s0) - mean) * scale);
+        store_dst(od + i * d0, (load_src0(src + i * s0) - mean) * scale * weight(i));
     }
 #else
     var sq = 0.0;
@@ -45,7 +61,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let scale = 1.0 / sqrt(total / nf + eps);
 #endif
     for (var i = lid; i < n; i += WG) {
-        store_dst(od + i * d0, load_src0(src + i * s0) * scale);
+        store_dst(od + i * d0, load_src0(src + i * s0) * scale * weight(i));
     }
 #endif
 }

@@ -45,7 +45,7 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     let (k, n) = (ea[0], eb[1]);
     if unit_path(ctx, &a, &b) {
         return match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
-            Some(nc) => mul_mat_vec(ctx, &a, &b, &dst, nc),
+            Some(nc) => mul_mat_vec(ctx, &a, &b, &dst, None, nc),
             None => mul_mat_tiled(ctx, &a, &b, &dst),
         };
     }
@@ -108,20 +108,48 @@ fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
     f32_ok && weight_ok && la.ne[0].is_multiple_of(32)
 }
 
-fn vec_key(a: DType, nc: u32) -> PipelineKey {
+fn vec_key(a: DType, nc: u32, add: bool) -> PipelineKey {
+    let mut dtypes = vec![a, DType::F32, DType::F32];
+    if add {
+        dtypes.push(DType::F32);
+    }
     PipelineKey {
-        kernel: Kernel::MulMatVec { nc, tpr: TPR },
-        dtypes: vec![a, DType::F32, DType::F32],
+        kernel: Kernel::MulMatVec { nc, tpr: TPR, add },
+        dtypes,
         wg: WG_VEC,
     }
 }
 
-/// mul_mat through `mul_mat_vec.wgsl`: `WG_VEC / TPR` weight rows per workgroup.
+/// The mul_mat node `mm` (its context) followed by ggml_add of `residual` (same extents, f32),
+/// whose result is `dst`, as one mat-vec dispatch per weight window; `None` when the product
+/// does not take the mat-vec path.
+pub(super) fn mul_mat_vec_add(
+    mm: &Ctx,
+    residual: Operand,
+    dst: Operand,
+) -> Result<Option<Vec<Dispatch>>> {
+    let (a, b) = (mm.src(0)?, mm.src(1)?);
+    let n = b.layout.ne[1];
+    let ok = mm.out().layout.ne == dst.layout.ne
+        && residual.layout.ne == dst.layout.ne
+        && residual.dtype == DType::F32
+        && dst.dtype == DType::F32
+        && b.dtype == DType::F32
+        && unit_path(mm, &a, &b);
+    match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
+        Some(nc) if ok => mul_mat_vec(mm, &a, &b, &dst, Some(&residual), nc).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// mul_mat through `mul_mat_vec.wgsl`: `WG_VEC / TPR` weight rows per workgroup, plus
+/// `residual` when given.
 fn mul_mat_vec(
     ctx: &Ctx,
     a: &Operand,
     b: &Operand,
     dst: &Operand,
+    residual: Option<&Operand>,
     nc: u32,
 ) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
@@ -146,9 +174,17 @@ fn mul_mat_vec(
             0,
             0,
         ];
+        let mut operands = vec![w.operand, b.clone()];
+        if let Some(r) = residual {
+            let mut r = r.clone();
+            r.layout.ne[0] = m;
+            r.layout.offset += w.first_row * r.layout.nb[0];
+            operands.push(r);
+        }
+        operands.push(d);
         out.push(Dispatch {
-            key: vec_key(a.dtype, nc),
-            operands: vec![w.operand, b.clone(), d],
+            key: vec_key(a.dtype, nc, residual.is_some()),
+            operands,
             op_words: op,
             items: ctx.items(m * eb[1] * eb[2] * eb[3])?,
             groups: ctx.grid(m.div_ceil(rows_per_group), eb[2] * eb[3])?,
@@ -212,7 +248,8 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .into_iter()
         .chain(QUANTS)
     {
-        keys.extend(VEC_COLS.map(|nc| vec_key(a, nc)));
+        keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, false)));
+        keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, true)));
         keys.push(tiled_key(a));
     }
     keys

@@ -5,6 +5,7 @@
 
 mod attention;
 mod elementwise;
+mod fuse;
 mod matmul;
 mod moe;
 mod nn;
@@ -243,8 +244,16 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
         Op::SsmScan => seq::ssm_scan(&ctx)?,
         Op::GatedDeltaNet => seq::gated_delta_net(&ctx)?,
     };
+    validate(&ctx, &dispatches)?;
+    Ok(dispatches)
+}
+
+pub(crate) use fuse::plan_graph;
+
+/// Checks every dispatch's binding count and operands against the device.
+fn validate(ctx: &Ctx, dispatches: &[Dispatch]) -> Result<()> {
     let max_bindings = ctx.caps.limits.max_storage_buffers_per_shader_stage as usize;
-    for d in &dispatches {
+    for d in dispatches {
         if d.operands.len() > max_bindings {
             return Err(ctx.unsupported(format!(
                 "{} storage bindings, over this device's max_storage_buffers_per_shader_stage of {max_bindings}",
@@ -252,10 +261,10 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
             )));
         }
         for o in &d.operands {
-            check_operand(&ctx, o)?;
+            check_operand(ctx, o)?;
         }
     }
-    Ok(dispatches)
+    Ok(())
 }
 
 /// Checks that an operand can be bound: a WGSL element type, offsets and strides in whole

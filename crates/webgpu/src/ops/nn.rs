@@ -78,10 +78,10 @@ pub(super) fn glu(ctx: &Ctx, op: GluOp, swapped: bool) -> Result<Vec<Dispatch>> 
     )?])
 }
 
-fn norm_key(kind: NormKind) -> PipelineKey {
+fn norm_key(kind: NormKind, mul: bool) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Norm(kind),
-        dtypes: vec![DType::F32, DType::F32],
+        kernel: Kernel::Norm { kind, mul },
+        dtypes: vec![DType::F32; 2 + usize::from(mul)],
         wg: WG_ROW,
     }
 }
@@ -109,8 +109,28 @@ pub(super) fn norm(ctx: &Ctx, kind: NormKind, eps: f32) -> Result<Vec<Dispatch>>
     ctx.require(a.dtype == DType::F32 && dst.dtype == DType::F32, "f32")?;
     Ok(vec![per_row(
         ctx,
-        norm_key(kind),
+        norm_key(kind, false),
         vec![a, dst],
+        words(&[eps]),
+    )?])
+}
+
+/// A row normalization `norm` (its node's context) followed by ggml_mul by `weight`, whose
+/// result is `dst`, in one dispatch: the caller (`fuse.rs`) has checked that the weight is one
+/// f32 row of the normalized extent.
+pub(super) fn norm_mul(
+    norm: &Ctx,
+    kind: NormKind,
+    eps: f32,
+    weight: Operand,
+    dst: Operand,
+) -> Result<Vec<Dispatch>> {
+    let a = norm.src(0)?;
+    norm.require(a.dtype == DType::F32 && dst.dtype == DType::F32, "f32")?;
+    Ok(vec![per_row(
+        norm,
+        norm_key(kind, true),
+        vec![a, weight, dst],
         words(&[eps]),
     )?])
 }
@@ -259,7 +279,9 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             }
         }
     }
-    keys.extend([NormKind::Rms, NormKind::Norm, NormKind::L2].map(norm_key));
+    for mul in [false, true] {
+        keys.extend([NormKind::Rms, NormKind::Norm, NormKind::L2].map(|k| norm_key(k, mul)));
+    }
     for mask in [None, Some(DType::F32), Some(DType::F16)] {
         for sinks in [false, true] {
             keys.push(soft_max_key(mask, sinks));

@@ -572,5 +572,6 @@ pub fn cases() -> Vec<Case> {
     super::shape_cases::add(&mut out);
     super::reduce_cases::add(&mut out);
     super::seq_cases::add(&mut out);
+    super::fuse_cases::add(&mut out);
     out
 }

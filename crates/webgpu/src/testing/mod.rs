@@ -7,6 +7,7 @@
 
 mod attn_cases;
 mod cases;
+mod fuse_cases;
 mod nn_cases;
 pub mod perf;
 mod reduce_cases;

@@ -1,0 +1,115 @@
+//! Fusions: node patterns planned as one dispatch instead of one per node. The graph is not
+//! rewritten; [`plan_graph`] emits the fused dispatch at the pattern's last node (its anchor),
+//! writing the anchor's tensor, and nothing for the nodes it absorbed. A node is absorbed only
+//! when its one consumer is the anchor and it is not a graph output, so no other dispatch can
+//! read the tensor that is never written. The CPU backend runs the unfused graph, so every
+//! fusion is checked against it by the op cases that contain its pattern.
+//!
+//! - norm × weight: `mul(rms_norm(x) | norm(x), w)` with `w` one f32 row of x's width → `norm.wgsl`
+//!   with MUL_W (every pre-norm block has two, QK-norm models four).
+//! - mat-vec + residual: `add(mul_mat(W, x), r)` (either order) with r of the product's shape,
+//!   when the product takes the mat-vec path → `mul_mat_vec.wgsl` with ADD (the attention
+//!   output and FFN down projections of every block).
+
+use wgllm_core::op::BinaryOp;
+use wgllm_core::{DType, Graph, Op, Result, TensorId};
+
+use super::{matmul, nn, plan_node, validate, Ctx, Dispatch};
+use crate::device::Capabilities;
+use crate::shaders::NormKind;
+
+/// Every dispatch of `graph`, in order, with the fusions applied.
+pub(crate) fn plan_graph(graph: &Graph, caps: &Capabilities) -> Result<Vec<Dispatch>> {
+    let mut uses = vec![0usize; graph.nodes().len()];
+    for n in graph.nodes() {
+        for s in n.srcs.iter().flatten() {
+            uses[s.index()] += 1;
+        }
+    }
+    for t in graph.outputs() {
+        uses[t.index()] += 1;
+    }
+    // Find every pattern first: absorbed nodes come before their anchor.
+    let mut absorbed = vec![false; uses.len()];
+    let mut anchored = vec![None; uses.len()];
+    for t in graph.ids() {
+        let ctx = ctx(graph, t, caps)?;
+        if let Some((parts, dispatches)) = fused(&ctx, &uses)? {
+            if parts
+                .iter()
+                .all(|p| !absorbed[p.index()] && anchored[p.index()].is_none())
+            {
+                validate(&ctx, &dispatches)?;
+                for p in parts {
+                    absorbed[p.index()] = true;
+                }
+                anchored[t.index()] = Some(dispatches);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for t in graph.ids() {
+        if absorbed[t.index()] {
+            continue;
+        }
+        match anchored[t.index()].take() {
+            Some(dispatches) => out.extend(dispatches),
+            None => out.extend(plan_node(graph, t, caps)?),
+        }
+    }
+    Ok(out)
+}
+
+fn ctx<'a>(graph: &'a Graph, t: TensorId, caps: &'a Capabilities) -> Result<Ctx<'a>> {
+    Ok(Ctx {
+        graph,
+        node: graph.try_node(t)?,
+        id: t,
+        caps,
+    })
+}
+
+/// The fused dispatches anchored at `anchor` and the nodes they absorb, if a pattern matches.
+fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+    let g = anchor.graph;
+    let Op::Binary(op) = anchor.node.op else {
+        return Ok(None);
+    };
+    let (Ok(s0), Ok(s1)) = (anchor.node.src(0), anchor.node.src(1)) else {
+        return Ok(None);
+    };
+    // A source computed by a node that only the anchor consumes.
+    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
+    let dst = anchor.out();
+    match op {
+        BinaryOp::Mul => {
+            let (norm, kind, eps) = match g.node(s0).op {
+                Op::RmsNorm { eps } => (s0, NormKind::Rms, eps),
+                Op::Norm { eps } => (s0, NormKind::Norm, eps),
+                _ => return Ok(None),
+            };
+            let w = anchor.src(1)?;
+            let width = g.ne(norm)[0];
+            let row = w.layout.ne == [width, 1, 1, 1];
+            if !private(norm) || !row || w.dtype != DType::F32 || g.ne(norm) != dst.layout.ne {
+                return Ok(None);
+            }
+            let nctx = ctx(g, norm, anchor.caps)?;
+            let d = nn::norm_mul(&nctx, kind, eps, w, dst)?;
+            Ok(Some((vec![norm], d)))
+        }
+        BinaryOp::Add => {
+            for (mm, r) in [(s0, 1), (s1, 0)] {
+                if g.node(mm).op != Op::MulMat || !private(mm) {
+                    continue;
+                }
+                let mctx = ctx(g, mm, anchor.caps)?;
+                if let Some(d) = matmul::mul_mat_vec_add(&mctx, anchor.src(r)?, dst.clone())? {
+                    return Ok(Some((vec![mm], d)));
+                }
+            }
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
+}

@@ -1,0 +1,93 @@
+//! Op-table cases of the fusions in `ops/fuse.rs`: each graph holds a pattern the WebGPU
+//! backend plans as one dispatch (the CPU runs it node by node), and a near miss it must not
+//! fuse. The op name is the pattern's, prefixed `FUSED`.
+
+use wgllm_core::DType;
+
+use super::cases::{case, input, weight, MATMUL};
+use super::{Built, Case};
+
+fn norm_mul_cases(out: &mut Vec<Case>) {
+    for (rms, ne) in [(true, [64u64, 5, 2, 1]), (false, [96, 3, 1, 1])] {
+        let name = if rms { "rms_norm" } else { "norm" };
+        let desc = format!("FUSED {name} x weight {ne:?}");
+        out.push(case("FUSED_NORM_MUL", desc, MATMUL, move |g, rng| {
+            let mut b = Built::default();
+            let x = input(g, rng, &mut b, DType::F32, ne, -2.0, 2.0)?;
+            let w = weight(g, rng, DType::F32, [ne[0], 1, 1, 1])?;
+            let h = if rms {
+                g.rms_norm(x, 1e-6)?
+            } else {
+                g.norm(x, 1e-5)?
+            };
+            let r = g.mul(h, w)?;
+            g.mark_output(r)?;
+            Ok(b)
+        }));
+    }
+    // Not fused: the normalized rows are also an output.
+    out.push(case(
+        "FUSED_NORM_MUL",
+        "FUSED rms_norm x weight, norm also an output (unfused)".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let x = input(g, rng, &mut b, DType::F32, [64, 3, 1, 1], -2.0, 2.0)?;
+            let w = weight(g, rng, DType::F32, [64, 1, 1, 1])?;
+            let h = g.rms_norm(x, 1e-6)?;
+            let r = g.mul(h, w)?;
+            g.mark_output(h)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
+}
+
+fn mat_vec_add_cases(out: &mut Vec<Case>) {
+    for (wt, k, m, n, residual_first) in [
+        (DType::Q4_0, 256u64, 33u64, 1u64, false),
+        (DType::Q4_K, 512, 20, 3, true),
+        (DType::F16, 128, 17, 8, false),
+    ] {
+        let desc = format!(
+            "FUSED mul_mat {wt} k={k} m={m} n={n} + residual (residual first: {residual_first})"
+        );
+        out.push(case("FUSED_MUL_MAT_ADD", desc, MATMUL, move |g, rng| {
+            let mut b = Built::default();
+            let w = weight(g, rng, wt, [k, m, 1, 1])?;
+            let x = input(g, rng, &mut b, DType::F32, [k, n, 1, 1], -1.0, 1.0)?;
+            let res = input(g, rng, &mut b, DType::F32, [m, n, 1, 1], -1.0, 1.0)?;
+            let y = g.mul_mat(w, x)?;
+            let r = if residual_first {
+                g.add(res, y)?
+            } else {
+                g.add(y, res)?
+            };
+            g.mark_output(r)?;
+            Ok(b)
+        }));
+    }
+    // Not fused: the product is used twice.
+    out.push(case(
+        "FUSED_MUL_MAT_ADD",
+        "FUSED mul_mat q8_0 + residual, product used twice (unfused)".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let w = weight(g, rng, DType::Q8_0, [128, 9, 1, 1])?;
+            let x = input(g, rng, &mut b, DType::F32, [128, 2, 1, 1], -1.0, 1.0)?;
+            let res = input(g, rng, &mut b, DType::F32, [9, 2, 1, 1], -1.0, 1.0)?;
+            let y = g.mul_mat(w, x)?;
+            let r = g.add(y, res)?;
+            let r2 = g.mul(r, y)?;
+            g.mark_output(r2)?;
+            Ok(b)
+        },
+    ));
+}
+
+/// Appends the fusion cases.
+pub(super) fn add(out: &mut Vec<Case>) {
+    norm_mul_cases(out);
+    mat_vec_add_cases(out);
+}
