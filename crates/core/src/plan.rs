@@ -85,6 +85,17 @@ impl Arena {
 
 /// Plans the arena for `graph`, aligning every tensor's start to `align` bytes.
 pub fn plan_memory(graph: &Graph, align: u64) -> MemoryPlan {
+    plan_memory_with(graph, align, &[])
+}
+
+/// [`plan_memory`] for a backend that runs some nodes later than their place in the graph
+/// (a fused kernel reads the sources of the nodes it absorbed at its own node): each
+/// `(tensor, node)` of `late_reads` keeps `tensor` alive until `node` has run.
+pub fn plan_memory_with(
+    graph: &Graph,
+    align: u64,
+    late_reads: &[(TensorId, TensorId)],
+) -> MemoryPlan {
     let n = graph.nodes().len();
     let align = align.max(1);
     let is_arena_root = |t: TensorId| {
@@ -101,6 +112,10 @@ pub fn plan_memory(graph: &Graph, align: u64) -> MemoryPlan {
         // A view keeps its root alive as long as the view itself is live.
         let r = graph.root(t);
         last_use[r.index()] = last_use[r.index()].max(t.index());
+    }
+    for &(t, at) in late_reads {
+        let r = graph.root(t);
+        last_use[r.index()] = last_use[r.index()].max(at.index());
     }
     for &o in graph.outputs() {
         last_use[graph.root(o).index()] = usize::MAX;
@@ -143,6 +158,26 @@ mod tests {
     use super::*;
     use crate::dtype::DType;
     use crate::graph::Graph;
+
+    #[test]
+    fn late_reads_keep_a_tensor_alive_until_its_reader() {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [64, 1, 1, 1]).unwrap();
+        let a = g.scale(x, 2.0, 0.0).unwrap();
+        let b = g.scale(a, 2.0, 0.0).unwrap();
+        let c = g.scale(b, 2.0, 0.0).unwrap();
+        let d = g.scale(c, 2.0, 0.0).unwrap();
+        g.mark_output(d).unwrap();
+        let at = |p: &MemoryPlan, t: TensorId| p.offsets[t.index()].unwrap();
+        // Without late reads `c` reuses `a`'s bytes (a dies at b).
+        let p = plan_memory(&g, 16);
+        assert_eq!(at(&p, a), at(&p, c));
+        // A fused kernel at `d` that reads `a`: `a` overlaps neither `c` nor `d`.
+        let p = plan_memory_with(&g, 16, &[(a, d)]);
+        for t in [b, c, d] {
+            assert_ne!(at(&p, a), at(&p, t));
+        }
+    }
     use crate::op::UnaryOp;
 
     /// Live ranges of distinct arena roots that overlap in time must not overlap in bytes.

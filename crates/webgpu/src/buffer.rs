@@ -8,11 +8,11 @@
 
 use std::collections::HashMap;
 
-use wgllm_core::plan::{plan_memory, MemoryPlan};
+use wgllm_core::plan::{plan_memory_with, MemoryPlan};
 use wgllm_core::{Error, Graph, Op, Result, TensorId};
 
 use crate::device::Gpu;
-use crate::ops::SCRATCH;
+use crate::ops::{scratch_bytes, Planned, SCRATCH};
 
 /// Bytes this backend allocated for one compiled graph, by purpose.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -119,15 +119,17 @@ impl Buffers {
     /// Plans the arena with the device's storage offset alignment and creates every buffer,
     /// uploading weights. `State` leaves and weights take their buffer from `shared`, or create
     /// it there, so executables compiled together share states and upload each weight once.
-    /// `scratch` is the bytes of working memory the dispatches need (`ops::SCRATCH`).
+    /// `planned` gives the scratch the dispatches need (`ops::SCRATCH`) and the late reads of
+    /// fused kernels, which extend lifetimes in the arena plan.
     pub(crate) fn new(
         gpu: &Gpu,
         graph: &Graph,
         shared: &mut Shared,
-        scratch: u64,
+        planned: &Planned,
     ) -> Result<Buffers> {
+        let scratch = scratch_bytes(&planned.dispatches);
         let align = u64::from(gpu.caps.limits.min_storage_buffer_offset_alignment);
-        let plan = plan_memory(graph, align);
+        let plan = plan_memory_with(graph, align, &planned.late_reads);
         let mut report = MemoryReport {
             arena_without_reuse: plan.naive_bytes,
             ..MemoryReport::default()

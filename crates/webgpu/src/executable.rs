@@ -17,7 +17,7 @@ use wgllm_core::{Error, Executable, Graph, Op, Result, TensorId};
 use crate::buffer::{self, align_up, Buffers, MemoryReport, Shared};
 use crate::config::WebGpuConfig;
 use crate::device::Gpu;
-use crate::ops::{Dispatch, Operand};
+use crate::ops::{Dispatch, Operand, Planned};
 use crate::pipelines::{bind_group, Pipelines, Window};
 use crate::profile::{Clock, DispatchInfo, DispatchTime, ProfileSwitch, RunProfile, Timestamps};
 use crate::shaders::{unit_bytes, ITEMS_WORD, OP_WORD, PARAM_BYTES, PARAM_WORDS};
@@ -97,16 +97,16 @@ impl WebGpuExecutable {
         pipelines: &Pipelines,
         config: &WebGpuConfig,
         graph: &Graph,
-        dispatches: Vec<Dispatch>,
+        planned: Planned,
         shared: &mut Shared,
     ) -> Result<WebGpuExecutable> {
-        let mut buffers =
-            Buffers::new(&gpu, graph, shared, crate::ops::scratch_bytes(&dispatches))?;
+        let mut buffers = Buffers::new(&gpu, graph, shared, &planned)?;
         let slot = align_up(
             PARAM_BYTES,
             u64::from(gpu.caps.limits.min_uniform_buffer_offset_alignment),
         );
-        let dispatches: Vec<Dispatch> = dispatches
+        let dispatches: Vec<Dispatch> = planned
+            .dispatches
             .into_iter()
             .filter(|d| d.groups.iter().all(|&g| g > 0))
             .collect();

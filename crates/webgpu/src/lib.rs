@@ -104,14 +104,14 @@ impl WebGpuBackend {
         let mut shared = buffer::Shared::default();
         let mut out = Vec::with_capacity(graphs.len());
         for graph in graphs {
-            let dispatches = ops::plan_graph(graph, &self.gpu.caps)?;
+            let planned = ops::plan_graph(graph, &self.gpu.caps)?;
             out.push(WebGpuExecutable::new(
                 self.gpu.clone(),
                 self.profiling.clone(),
                 &self.pipelines,
                 &self.config,
                 graph,
-                dispatches,
+                planned,
                 &mut shared,
             )?);
         }

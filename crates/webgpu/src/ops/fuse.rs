@@ -18,8 +18,15 @@ use super::{matmul, nn, plan_node, validate, Ctx, Dispatch};
 use crate::device::Capabilities;
 use crate::shaders::NormKind;
 
+/// A graph's dispatches and what the memory planner must know of the fusions among them.
+pub(crate) struct Planned {
+    pub dispatches: Vec<Dispatch>,
+    /// `(tensor, anchor)`: a source of an absorbed node, read when its anchor runs.
+    pub late_reads: Vec<(TensorId, TensorId)>,
+}
+
 /// Every dispatch of `graph`, in order, with the fusions applied.
-pub(crate) fn plan_graph(graph: &Graph, caps: &Capabilities) -> Result<Vec<Dispatch>> {
+pub(crate) fn plan_graph(graph: &Graph, caps: &Capabilities) -> Result<Planned> {
     let mut uses = vec![0usize; graph.nodes().len()];
     for n in graph.nodes() {
         for s in n.srcs.iter().flatten() {
@@ -32,6 +39,7 @@ pub(crate) fn plan_graph(graph: &Graph, caps: &Capabilities) -> Result<Vec<Dispa
     // Find every pattern first: absorbed nodes come before their anchor.
     let mut absorbed = vec![false; uses.len()];
     let mut anchored = vec![None; uses.len()];
+    let mut late_reads = Vec::new();
     for t in graph.ids() {
         let ctx = ctx(graph, t, caps)?;
         if let Some((parts, dispatches)) = fused(&ctx, &uses)? {
@@ -42,6 +50,8 @@ pub(crate) fn plan_graph(graph: &Graph, caps: &Capabilities) -> Result<Vec<Dispa
                 validate(&ctx, &dispatches)?;
                 for p in parts {
                     absorbed[p.index()] = true;
+                    let srcs = graph.node(p).srcs.iter().flatten();
+                    late_reads.extend(srcs.map(|&s| (s, t)));
                 }
                 anchored[t.index()] = Some(dispatches);
             }
@@ -57,7 +67,10 @@ pub(crate) fn plan_graph(graph: &Graph, caps: &Capabilities) -> Result<Vec<Dispa
             None => out.extend(plan_node(graph, t, caps)?),
         }
     }
-    Ok(out)
+    Ok(Planned {
+        dispatches: out,
+        late_reads,
+    })
 }
 
 fn ctx<'a>(graph: &'a Graph, t: TensorId, caps: &'a Capabilities) -> Result<Ctx<'a>> {

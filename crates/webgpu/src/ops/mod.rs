@@ -248,7 +248,7 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
     Ok(dispatches)
 }
 
-pub(crate) use fuse::plan_graph;
+pub(crate) use fuse::{plan_graph, Planned};
 
 /// Checks every dispatch's binding count and operands against the device.
 fn validate(ctx: &Ctx, dispatches: &[Dispatch]) -> Result<()> {

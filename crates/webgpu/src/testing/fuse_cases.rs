@@ -67,6 +67,24 @@ fn mat_vec_add_cases(out: &mut Vec<Case>) {
             Ok(b)
         }));
     }
+    // The activation's last reader is the absorbed product: the arena must keep it alive
+    // until the fused kernel runs (the sum could otherwise take its bytes).
+    out.push(case(
+        "FUSED_MUL_MAT_ADD",
+        "FUSED mul_mat q4_0 + residual, activation computed just before".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let w = weight(g, rng, DType::Q4_0, [64, 64, 1, 1])?;
+            let x = input(g, rng, &mut b, DType::F32, [64, 1, 1, 1], -1.0, 1.0)?;
+            let res = input(g, rng, &mut b, DType::F32, [64, 1, 1, 1], -1.0, 1.0)?;
+            let xs = g.scale(x, 0.5, 0.25)?;
+            let y = g.mul_mat(w, xs)?;
+            let r = g.add(res, y)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
     // Not fused: the product is used twice.
     out.push(case(
         "FUSED_MUL_MAT_ADD",
