@@ -31,6 +31,7 @@ const FLASH_ATTN_KV: &str = include_str!("kernels/flash_attn_kv.wgsl");
 const FLASH_ATTN_COMBINE: &str = include_str!("kernels/flash_attn_combine.wgsl");
 const TOP_K: &str = include_str!("kernels/top_k.wgsl");
 const WG_REDUCE: &str = include_str!("kernels/wg_reduce.wgsl");
+const COPY: &str = include_str!("kernels/copy.wgsl");
 
 /// u32 words in one dispatch's parameter slot (see `common.wgsl`).
 pub(crate) const PARAM_WORDS: usize = 128;
@@ -90,6 +91,9 @@ pub enum Kernel {
         argmax: bool,
         stage: TopKStage,
     },
+    /// `copy.wgsl`: 16-byte words from src0 to dst, `per` per invocation; both bindings are
+    /// vec4<u32> (described as i32 words).
+    Copy { per: u32 },
     /// The families of `variants.rs` (shape, upscale, reductions, mul_mat_id, sequence).
     Family(Family),
 }
@@ -232,6 +236,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     }
     let mut head = String::new();
     let mat_vec = matches!(key.kernel, Kernel::MulMatVec { .. } | Kernel::MulMatTiled);
+    let words = matches!(key.kernel, Kernel::Copy { .. });
     // The unit-decoding matmuls read f16 weights as words: they need no SHADER_F16.
     if key.dtypes.contains(&DType::F16) && !mat_vec {
         head.push_str("enable f16;\n\n");
@@ -243,6 +248,9 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         }
         if mat_vec && k == 1 {
             elem = "vec4<f32>";
+        }
+        if words {
+            elem = "vec4<u32>";
         }
         // set_rows writes blocks that share words with their neighbours (see set_rows.wgsl).
         if key.kernel == Kernel::SetRows && k + 1 == n && dt.is_quantized() {
@@ -256,14 +264,14 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     }
     head.push('\n');
     for (k, &dt) in key.dtypes[..n - 1].iter().enumerate() {
-        if mat_vec && k < 2 {
+        if mat_vec && k < 2 || words {
             continue;
         }
         if let Some(l) = loader(&binding_name(k, n), dt) {
             head.push_str(&l);
         }
     }
-    if let Some(s) = storer(key.dtypes[n - 1]) {
+    if let Some(s) = storer(key.dtypes[n - 1]).filter(|_| !words) {
         head.push_str(&s);
     }
     let src0 = key.dtypes[0];
@@ -379,6 +387,10 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             BINARY
         }
         Kernel::GetRows => GET_ROWS,
+        Kernel::Copy { per } => {
+            vars.push(("PER", per.to_string()));
+            COPY
+        }
         Kernel::SetRows => {
             if key.dtypes.get(1) == Some(&DType::I64) {
                 flags.push("IDX_I64");

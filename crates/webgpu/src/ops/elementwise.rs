@@ -1,10 +1,11 @@
 //! Element-wise ops: every unary op, scale, clamp, fill and cpy/cont conversions (all
-//! `unary.wgsl`), and binary add/sub/mul/div with broadcast (`binary.wgsl`).
+//! `unary.wgsl`, dense same-dtype copies as 16-byte words through `copy.wgsl`), and binary
+//! add/sub/mul/div with broadcast (`binary.wgsl`).
 
 use wgllm_core::op::{BinaryOp, UnaryOp};
-use wgllm_core::{DType, Result};
+use wgllm_core::{DType, Layout, Result};
 
-use super::{words, Ctx, Dispatch, WG_ELEMENTWISE};
+use super::{words, Ctx, Dispatch, Operand, WG_ELEMENTWISE};
 use crate::shaders::{Kernel, PipelineKey};
 
 const FLOATS: [DType; 2] = [DType::F32, DType::F16];
@@ -127,11 +128,67 @@ fn convertible(src: DType, dst: DType) -> bool {
 
 const CONVERSIONS: &str = "f32/f16/bf16 -> f32/f16, f32 -> i32, i32 -> i32";
 
+/// 16-byte words each invocation of `copy.wgsl` moves: several loads in flight per lane.
+const WORDS_PER_INVOCATION: u64 = 4;
+
+fn word_copy_key() -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::Copy {
+            per: WORDS_PER_INVOCATION as u32,
+        },
+        dtypes: vec![DType::I32; 2],
+        wg: WG_ELEMENTWISE,
+    }
+}
+
+/// A same-dtype copy between dense layouts as 16-byte words (`copy.wgsl`), when both starts are
+/// 16-byte aligned and the size is whole words. Windows start at the byte offset rounded down
+/// to the storage offset alignment (the arena places tensors on it too), so that alignment must
+/// keep 16-byte starts. The operands are passed as i32 words, whose descriptor offsets `copy.wgsl`
+/// turns into vec4 indices.
+fn word_copy(ctx: &Ctx, src: &Operand, dst: &Operand) -> Result<Option<Dispatch>> {
+    let bytes = dst.layout.span_bytes(dst.dtype);
+    let align16 = |x: u64| x.is_multiple_of(16);
+    let ok = src.dtype == dst.dtype
+        && src.layout.is_contiguous(src.dtype)
+        && dst.layout.is_contiguous(dst.dtype)
+        && align16(bytes)
+        && align16(src.layout.offset)
+        && align16(dst.layout.offset)
+        && align16(u64::from(
+            ctx.caps.limits.min_storage_buffer_offset_alignment,
+        ));
+    if !ok {
+        return Ok(None);
+    }
+    let words = |o: &Operand| -> Result<Operand> {
+        let mut layout = Layout::contiguous(DType::I32, [bytes / 4, 1, 1, 1])?;
+        layout.offset = o.layout.offset;
+        Ok(Operand {
+            tensor: o.tensor,
+            dtype: DType::I32,
+            layout,
+        })
+    };
+    let vec4s = bytes / 16;
+    let per_group = u64::from(WG_ELEMENTWISE) * WORDS_PER_INVOCATION;
+    Ok(Some(Dispatch {
+        key: word_copy_key(),
+        operands: vec![words(src)?, words(dst)?],
+        op_words: [0; 12],
+        items: ctx.items(vec4s)?,
+        groups: ctx.grid(vec4s.div_ceil(per_group), 1)?,
+    }))
+}
+
 fn copy(ctx: &Ctx, src_index: usize) -> Result<Vec<Dispatch>> {
     let src = ctx.src(src_index)?;
     let dst = ctx.out();
     ctx.require(convertible(src.dtype, dst.dtype), CONVERSIONS)?;
     ctx.require_f16(&[src.dtype, dst.dtype])?;
+    if let Some(d) = word_copy(ctx, &src, &dst)? {
+        return Ok(vec![d]);
+    }
     let n = src.layout.nelements();
     let key = map_key(COPY, src.dtype, dst.dtype);
     Ok(vec![ctx.per_item(key, vec![src, dst], [0; 12], n)?])
@@ -215,5 +272,84 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             }
         }
     }
+    keys.push(word_copy_key());
     keys
+}
+
+#[cfg(test)]
+mod tests {
+    use wgllm_core::{Graph, TensorId};
+
+    use super::*;
+    use crate::device::Capabilities;
+
+    fn caps(storage_align: u32) -> Capabilities {
+        Capabilities {
+            shader_f16: true,
+            subgroups: false,
+            subgroup_min_size: 0,
+            subgroup_max_size: 0,
+            timestamp_query: false,
+            timestamp_query_inside_passes: false,
+            immediates: false,
+            cooperative_matrix_offered: false,
+            cooperative_matrix: false,
+            limits: wgpu::Limits {
+                min_storage_buffer_offset_alignment: storage_align,
+                ..wgpu::Limits::default()
+            },
+            binding_limit: 1 << 27,
+        }
+    }
+
+    fn plan(g: &Graph, t: TensorId, storage_align: u32) -> Dispatch {
+        let mut d = super::super::plan_node(g, t, &caps(storage_align)).unwrap();
+        assert_eq!(d.len(), 1);
+        d.remove(0)
+    }
+
+    /// A cont of `[n]` f32 seen from byte `offset` of a `[n + 8]` input, as `dtype`.
+    fn cont_view(n: u64, offset: u64, dtype: DType) -> (Graph, TensorId) {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [n + 8, 1, 1, 1]).unwrap();
+        let nb = g.node(x).layout.nb;
+        let v = g.view(x, [n, 1, 1, 1], nb, offset).unwrap();
+        let r = g.cont(v, dtype).unwrap();
+        (g, r)
+    }
+
+    #[test]
+    fn dense_aligned_same_dtype_copies_move_16_byte_words() {
+        let (g, r) = cont_view(2056, 32, DType::F32);
+        let d = plan(&g, r, 256);
+        assert_eq!(d.key, word_copy_key());
+        assert_eq!(d.items, 2056 / 4);
+        assert_eq!(d.groups, [1, 1, 1]);
+        let (src, dst) = (&d.operands[0], &d.operands[1]);
+        assert_eq!(
+            (src.dtype, src.layout.ne, src.layout.offset),
+            (DType::I32, [2056, 1, 1, 1], 32)
+        );
+        assert_eq!((dst.dtype, dst.layout.offset), (DType::I32, 0));
+    }
+
+    #[test]
+    fn other_copies_take_the_element_path() {
+        let element = map_key(COPY, DType::F32, DType::F32);
+        // Partial word, misaligned start, conversion, storage alignment below 16.
+        let (g, r) = cont_view(6, 0, DType::F32);
+        assert_eq!(plan(&g, r, 256).key, element);
+        let (g, r) = cont_view(8, 4, DType::F32);
+        assert_eq!(plan(&g, r, 256).key, element);
+        let (g, r) = cont_view(8, 0, DType::F16);
+        assert_eq!(plan(&g, r, 256).key, map_key(COPY, DType::F32, DType::F16));
+        let (g, r) = cont_view(8, 0, DType::F32);
+        assert_eq!(plan(&g, r, 8).key, element);
+        // Not dense: a transpose.
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [8, 4, 1, 1]).unwrap();
+        let t = g.transpose(x).unwrap();
+        let r = g.cont(t, DType::F32).unwrap();
+        assert_eq!(plan(&g, r, 256).key, element);
+    }
 }

@@ -325,6 +325,96 @@ fn copy_cases(out: &mut Vec<Case>) {
             },
         ));
     }
+    // Same-dtype copies that take the 16-byte word path (dense, whole words, 16-byte aligned
+    // starts) and ones that just miss it (partial words, a 4- or 8-byte offset), which take the
+    // element path.
+    for dtype in [DType::F32, DType::F16, DType::I32] {
+        // f32 [2056,4] is 2056 16-byte words: two full workgroups of 1024 and a tail of 8.
+        out.push(case(
+            "CONT",
+            format!("CONT {dtype} -> {dtype} [2056,4,1,1] as 16-byte words"),
+            EXACT,
+            move |g, rng| {
+                let mut b = Built::default();
+                let x = input(g, rng, &mut b, dtype, [2056, 4, 1, 1], -100.0, 100.0)?;
+                let r = g.cont(x, dtype)?;
+                g.mark_output(r)?;
+                Ok(b)
+            },
+        ));
+        // A [4,8] input into slice 1 (128 bytes in) of a [8,4,3] state (f16: [4,16] into [16,4,3]).
+        let row = 16 / dtype.type_size() as u64 * 2;
+        out.push(case(
+            "CPY",
+            format!("CPY {dtype} [4,{row}] into slice 1 of a {dtype} state [{row},4,3] as words"),
+            EXACT,
+            move |g, rng| {
+                let mut b = Built::default();
+                let s = g.state("s", dtype, [row, 4, 3, 1])?;
+                b.states
+                    .push((s, random_bytes(rng, dtype, row * 12, -1.0, 1.0)?));
+                let nb = g.node(s).layout.nb;
+                let v = g.view(s, [row, 4, 1, 1], nb, nb[2])?;
+                let x = input(g, rng, &mut b, dtype, [4, row, 1, 1], -1.0, 1.0)?;
+                let c = g.cpy(x, v)?;
+                g.mark_output(c)?;
+                g.mark_output(s)?;
+                Ok(b)
+            },
+        ));
+        // 70 or 140 bytes: not whole words.
+        out.push(case(
+            "CONT",
+            format!("CONT {dtype} -> {dtype} [7,5,1,1] (partial word)"),
+            EXACT,
+            move |g, rng| {
+                let mut b = Built::default();
+                let x = input(g, rng, &mut b, dtype, [7, 5, 1, 1], -100.0, 100.0)?;
+                let r = g.cont(x, dtype)?;
+                g.mark_output(r)?;
+                Ok(b)
+            },
+        ));
+    }
+    // Dense 1024-byte views of a [260] f32 input: at byte 16 on the word path, at byte 4 not.
+    for offset in [16u64, 4] {
+        out.push(case(
+            "CONT",
+            format!("CONT f32 view [256] at byte {offset} of [260]"),
+            EXACT,
+            move |g, rng| {
+                let mut b = Built::default();
+                let x = input(g, rng, &mut b, DType::F32, [260, 1, 1, 1], -1.0, 1.0)?;
+                let nb = g.node(x).layout.nb;
+                let v = g.view(x, [256, 1, 1, 1], nb, offset)?;
+                let r = g.cont(v, DType::F32)?;
+                g.mark_output(r)?;
+                Ok(b)
+            },
+        ));
+    }
+    // 64 bytes into a state: at byte 16 on the word path (the kernel adds the start's distance
+    // from the binding's aligned offset), at byte 8 not.
+    for offset in [16u64, 8] {
+        out.push(case(
+            "CPY",
+            format!("CPY f32 [16] into a f32 state [40] at byte {offset}"),
+            EXACT,
+            move |g, rng| {
+                let mut b = Built::default();
+                let s = g.state("s", DType::F32, [40, 1, 1, 1])?;
+                b.states
+                    .push((s, random_bytes(rng, DType::F32, 40, -1.0, 1.0)?));
+                let nb = g.node(s).layout.nb;
+                let v = g.view(s, [16, 1, 1, 1], nb, offset)?;
+                let x = input(g, rng, &mut b, DType::F32, [16, 1, 1, 1], -1.0, 1.0)?;
+                let c = g.cpy(x, v)?;
+                g.mark_output(c)?;
+                g.mark_output(s)?;
+                Ok(b)
+            },
+        ));
+    }
 }
 
 fn get_rows_cases(out: &mut Vec<Case>) {
