@@ -16,3 +16,44 @@ pub fn model_cache_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".wgllm-cache"));
     base.join("wgllm").join("models")
 }
+
+/// The public Hugging Face Hub, where `hf:` models come from unless told otherwise. The only place
+/// its address is written.
+pub const DEFAULT_HF_ENDPOINT: &str = "https://huggingface.co";
+
+/// Where `hf:OWNER/REPO/FILE.gguf` models are downloaded from, and with what credentials.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HubConfig {
+    /// Base URL: a file is `{endpoint}/{owner}/{repo}/resolve/{revision}/{file}`.
+    pub endpoint: String,
+    /// Bearer token sent to the endpoint, for gated or private repositories.
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for HubConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubConfig")
+            .field("endpoint", &self.endpoint)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+impl HubConfig {
+    /// The variables `huggingface_hub` reads: `HF_ENDPOINT` (else the public Hub) and `HF_TOKEN`;
+    /// `endpoint` (the CLI's `--hf-endpoint`) overrides `HF_ENDPOINT` when given.
+    pub fn from_env(endpoint: Option<String>) -> HubConfig {
+        let var = |k: &str| {
+            std::env::var(k)
+                .ok()
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+        HubConfig {
+            endpoint: endpoint
+                .or_else(|| var("HF_ENDPOINT"))
+                .unwrap_or_else(|| DEFAULT_HF_ENDPOINT.to_string()),
+            token: var("HF_TOKEN"),
+        }
+    }
+}

@@ -5,6 +5,8 @@ pub mod arch;
 pub mod config;
 pub mod error;
 pub mod generate;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod hf;
 pub mod perplexity;
 pub mod pull;
 pub mod reference;

@@ -44,9 +44,12 @@ pub enum Format {
 /// Arguments of `wgllm bench`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// GGUF file, or a known model name (`smollm2`, `gemma3-270m`); default: smollm2.
+    /// GGUF file, a known model name (`smollm2`, `gemma3-270m`) or `hf:OWNER/REPO/FILE.gguf`;
+    /// default: smollm2.
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
+    #[command(flatten)]
+    pub hub: super::pull::HubArgs,
     /// Prompt lengths to time (pp), comma-separated; 0 skips prompt processing.
     #[arg(
         short = 'p',
@@ -407,7 +410,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     if pp.is_empty() && tg.is_empty() && !args.profile {
         bail!("nothing to measure: every -p and -n is 0");
     }
-    let path = super::pull::resolve_model(args.model.as_deref())?;
+    let path = super::pull::resolve_model(args.model.as_deref(), &args.hub)?;
     let file = GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let arch = Architecture::from_gguf(&file)?;
     let name = path.file_name().map_or_else(

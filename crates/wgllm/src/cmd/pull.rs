@@ -1,18 +1,32 @@
-//! `wgllm pull`: download a known model into the cache, verified by sha256.
+//! `wgllm pull`: download a known model (or an `hf:` file) into the cache, verified by sha256.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
-use wgllm_models::config::model_cache_dir;
+use indicatif::ProgressDrawTarget;
+use wgllm_models::config::{model_cache_dir, HubConfig};
+use wgllm_models::hf::{self, HfSpec};
 use wgllm_models::pull::{self, KNOWN_MODELS};
+
+/// Where `hf:` models come from.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct HubArgs {
+    /// Hugging Face endpoint for `hf:` models (a mirror); default: $HF_ENDPOINT, else the public
+    /// Hub. Gated or private repositories need a token in $HF_TOKEN.
+    #[arg(long, value_name = "URL")]
+    pub hf_endpoint: Option<String>,
+}
 
 /// Arguments of `wgllm pull`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// Model to download (`smollm2`, `gemma3-270m`); without a name, list the known models.
+    /// Model to download (`smollm2`, `gemma3-270m`, `hf:OWNER/REPO/FILE.gguf[@REVISION]`);
+    /// without a name, list the known models.
     pub name: Option<String>,
+    #[command(flatten)]
+    pub hub: HubArgs,
 }
 
 /// Downloads the model (or lists the known ones) and prints its path.
@@ -32,15 +46,31 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         }
         return Ok(());
     };
-    let path = pull::pull(pull::find(name)?, &model_cache_dir())?;
+    let path = if HfSpec::is_hf(name) {
+        resolve_model(Some(name), &args.hub)?
+    } else {
+        pull::pull(pull::find(name)?, &model_cache_dir())?
+    };
     writeln!(out, "{}", path.display())?;
     Ok(())
 }
 
-/// Resolves `-m`: a path to a GGUF file, or the name of a known model (pulled on first use).
-/// Without `-m`, the default model.
-pub fn resolve_model(m: Option<&str>) -> Result<PathBuf> {
+/// Resolves `-m`: a path to a GGUF file, the name of a known model (pulled on first use), or
+/// `hf:OWNER/REPO/FILE.gguf[@REVISION]` (downloaded on first use). Without `-m`, the default model.
+pub fn resolve_model(m: Option<&str>, hub: &HubArgs) -> Result<PathBuf> {
     let spec = m.unwrap_or(KNOWN_MODELS[0].name);
+    if HfSpec::is_hf(spec) {
+        let hf_spec = HfSpec::parse(spec)?;
+        let config = HubConfig::from_env(hub.hf_endpoint.clone());
+        return hf::fetch(
+            &hf_spec,
+            &config,
+            &model_cache_dir(),
+            ProgressDrawTarget::stderr(),
+        )
+        .map(|f| f.path)
+        .with_context(|| format!("getting model '{spec}'"));
+    }
     if let Ok(known) = pull::find(spec) {
         return pull::pull(known, &model_cache_dir())
             .with_context(|| format!("getting model '{spec}'"));
@@ -48,7 +78,7 @@ pub fn resolve_model(m: Option<&str>) -> Result<PathBuf> {
     let p = PathBuf::from(spec);
     if !p.exists() {
         anyhow::bail!(
-            "model '{spec}' is neither a file nor a known model ({})",
+            "model '{spec}' is neither a file, a known model ({}) nor hf:OWNER/REPO/FILE.gguf",
             KNOWN_MODELS
                 .iter()
                 .map(|m| m.name)

@@ -69,10 +69,12 @@ impl SamplingArgs {
 /// Model and context flags shared by the commands that load a model.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct ModelArgs {
-    /// GGUF file, or a known model name (`smollm2`, `gemma3-270m`); default: smollm2,
-    /// downloaded on first use.
+    /// GGUF file, a known model name (`smollm2`, `gemma3-270m`) or `hf:OWNER/REPO/FILE.gguf`
+    /// (`@REVISION` optional); default: smollm2. Downloaded on first use.
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
+    #[command(flatten)]
+    pub hub: super::pull::HubArgs,
     /// Context size in tokens (prompt + generation), capped at the model's training context.
     #[arg(short = 'c', long, default_value_t = 4096)]
     pub ctx: usize,
@@ -105,7 +107,7 @@ pub struct Loaded {
 impl ModelArgs {
     /// Loads the model and compiles its step graphs, reporting on stderr.
     pub fn load(&self, all_logits: bool) -> Result<Loaded> {
-        let path = super::pull::resolve_model(self.model.as_deref())?;
+        let path = super::pull::resolve_model(self.model.as_deref(), &self.hub)?;
         let t0 = Instant::now();
         let file = GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?;
         let tokenizer = Tokenizer::from_gguf(&file)?;

@@ -17,10 +17,12 @@ use super::backend::BackendArgs;
 /// Arguments of `wgllm serve`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// GGUF file, or a known model name (`smollm2`, `gemma3-270m`); default: smollm2,
-    /// downloaded on first use.
+    /// GGUF file, a known model name (`smollm2`, `gemma3-270m`) or `hf:OWNER/REPO/FILE.gguf`;
+    /// default: smollm2, downloaded on first use.
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
+    #[command(flatten)]
+    pub hub: super::pull::HubArgs,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
@@ -52,7 +54,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     if args.parallel == 0 {
         anyhow::bail!("--parallel must be at least 1");
     }
-    let path = super::pull::resolve_model(args.model.as_deref())?;
+    let path = super::pull::resolve_model(args.model.as_deref(), &args.hub)?;
     let t0 = Instant::now();
     let file = GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?;
     let tokenizer = Tokenizer::from_gguf(&file)?;

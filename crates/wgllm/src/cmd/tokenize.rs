@@ -10,9 +10,11 @@ use wgllm_models::tokenizer::Tokenizer;
 /// Arguments of `wgllm tokenize`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// GGUF model file or known model name (default: smollm2).
+    /// GGUF model file, known model name or `hf:OWNER/REPO/FILE.gguf` (default: smollm2).
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
+    #[command(flatten)]
+    pub hub: super::pull::HubArgs,
     /// Text to tokenize.
     pub text: String,
     /// Do not add BOS/EOS even where the model adds them.
@@ -25,7 +27,7 @@ pub struct Args {
 
 /// Prints the ids.
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
-    let path = super::pull::resolve_model(args.model.as_deref())?;
+    let path = super::pull::resolve_model(args.model.as_deref(), &args.hub)?;
     let file = GgufFile::open(&path)?;
     let tok = Tokenizer::from_gguf(&file)?;
     for id in tok.encode(&args.text, !args.no_special)? {

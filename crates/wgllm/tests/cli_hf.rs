@@ -1,0 +1,194 @@
+//! `-m hf:OWNER/REPO/FILE.gguf` as a user types it, against a small HTTP server in the test
+//! standing in for the Hub (`--hf-endpoint` / `HF_ENDPOINT` point at it; nothing leaves the
+//! machine): the file is downloaded into the cache once and used from there, and every failure is
+//! one `error:` line with a non-zero exit. The downloader itself (resume, tokens, checksums) is
+//! tested in crates/models/tests/hf_download.rs.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn wgllm(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_wgllm"));
+    c.args(args)
+        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
+        .env_remove("HF_ENDPOINT")
+        .env_remove("HF_TOKEN");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("the wgllm binary runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+/// A per-test scratch directory (also the XDG cache), removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!("wgllm-cli-hf-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Serves `bytes` at `path` (HEAD and GET, no ranges) and 404 elsewhere; returns the endpoint.
+fn serve(path: &'static str, bytes: Vec<u8>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            let _ = reader.read_line(&mut line);
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).is_err() || h.trim().is_empty() {
+                    break;
+                }
+            }
+            let mut it = line.split_whitespace();
+            let (method, target) = (it.next().unwrap_or(""), it.next().unwrap_or(""));
+            let (status, body): (&str, &[u8]) = if target == path {
+                ("200 OK", &bytes)
+            } else {
+                ("404 Not Found", b"")
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            );
+            if method == "GET" {
+                let _ = conn.write_all(body);
+            }
+        }
+    });
+    endpoint
+}
+
+fn tiny(s: &Scratch) -> Vec<u8> {
+    let path = s.path("tiny.gguf");
+    let o = wgllm(
+        &["synth", "--preset", "tiny", "--dtype", "q8_0", "-o", &path],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    std::fs::read(path).unwrap()
+}
+
+/// Exactly one line on stderr starting with `error: ` and containing `want`; exit code 1.
+fn assert_one_error_line(o: &Output, want: &str) {
+    assert_eq!(o.status.code(), Some(1), "stderr: {}", text(&o.stderr));
+    let err = text(&o.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(lines[0].contains(want), "expected '{want}' in: {err}");
+}
+
+const SPEC: &str = "hf:test-org/tiny-GGUF/tiny.gguf";
+const RESOLVE: &str = "/test-org/tiny-GGUF/resolve/main/tiny.gguf";
+
+#[test]
+fn hf_models_are_downloaded_once_then_used_from_the_cache() {
+    let s = Scratch::new("dl");
+    let endpoint = serve(RESOLVE, tiny(&s));
+    let cache = s.path("cache");
+    let tokenize = |endpoint: &str| {
+        wgllm(
+            &[
+                "tokenize",
+                "-m",
+                SPEC,
+                "--hf-endpoint",
+                endpoint,
+                "--no-special",
+                "hi!",
+            ],
+            &[("XDG_CACHE_HOME", &cache)],
+        )
+    };
+    let o = tokenize(&endpoint);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "104\n105\n33\n");
+    assert!(
+        text(&o.stderr).contains("GGUF magic checked"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(s
+        .0
+        .join("cache/wgllm/models/hf/test-org/tiny-GGUF/main/tiny.gguf")
+        .is_file());
+    // From the cache: nothing listens on port 1.
+    let o = tokenize("http://127.0.0.1:1");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "104\n105\n33\n");
+
+    // HF_ENDPOINT is read when --hf-endpoint is not given; `pull` takes hf: specs too.
+    let other = Scratch::new("env");
+    let o = wgllm(
+        &["pull", SPEC],
+        &[
+            ("XDG_CACHE_HOME", &other.path("cache")),
+            ("HF_ENDPOINT", &endpoint),
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout)
+        .trim_end()
+        .ends_with("hf/test-org/tiny-GGUF/main/tiny.gguf"));
+}
+
+#[test]
+fn hf_failures_are_one_error_line() {
+    let s = Scratch::new("err");
+    let cache = s.path("cache");
+    let env = [("XDG_CACHE_HOME", cache.as_str())];
+    let endpoint = serve(RESOLVE, b"GGUF".to_vec());
+    let o = wgllm(&["tokenize", "-m", "hf:test-org/tiny-GGUF", "x"], &env);
+    assert_one_error_line(&o, "malformed model spec 'hf:test-org/tiny-GGUF'");
+    let o = wgllm(
+        &[
+            "run",
+            "-m",
+            "hf:test-org/tiny-GGUF/other.gguf",
+            "--hf-endpoint",
+            &endpoint,
+            "-p",
+            "x",
+        ],
+        &env,
+    );
+    assert_one_error_line(
+        &o,
+        "test-org/tiny-GGUF has no file 'other.gguf' at revision 'main'",
+    );
+    let o = wgllm(
+        &[
+            "tokenize",
+            "-m",
+            SPEC,
+            "--hf-endpoint",
+            "http://127.0.0.1:1",
+            "x",
+        ],
+        &env,
+    );
+    assert_one_error_line(&o, "cannot reach 127.0.0.1:1");
+}
