@@ -167,7 +167,9 @@ impl Buffers {
                 Op::Input => (format!("input {}", node.name), None),
                 _ => continue,
             };
-            let buf = create(gpu, &label, node.span_bytes(), USAGE, data)?;
+            // Block decoders may read one word past a weight's last block (quant_unit.wgsl).
+            let slack = if node.op == Op::Weight { 4 } else { 0 };
+            let buf = create(gpu, &label, node.span_bytes() + slack, USAGE, data)?;
             match node.op {
                 Op::Weight => {
                     report.weights += buf.size();

@@ -64,7 +64,10 @@ fn window<'a>(
     let align = u64::from(gpu.caps.limits.min_storage_buffer_offset_alignment);
     let offset = start / align * align;
     let rem = start - offset;
-    let size = align_up(rem + o.layout.span_bytes(o.dtype), 4)
+    // Block-quantized operands get one word more: decoders may read a word past the last block
+    // (weights have that slack in their buffers).
+    let tail = if o.dtype.is_quantized() { 4 } else { 0 };
+    let size = align_up(rem + o.layout.span_bytes(o.dtype) + tail, 4)
         .max(4)
         .min(buf.size() - offset);
     let unit = unit_bytes(o.dtype);

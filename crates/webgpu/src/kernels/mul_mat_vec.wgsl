@@ -13,6 +13,21 @@ const RPW: u32 = {{WG}}u / TPR;
 
 var<workgroup> red: array<f32, {{RED}}>;
 
+// acc[c] += w · column c of src1 at vec4 `xb` (columns `xcol` vec4s apart).
+fn dot_unit(acc: ptr<function, array<f32, NC>>, w: array<vec4<f32>, 8>, xb: u32, xcol: u32,
+            n_cols: u32) {
+    for (var c = 0u; c < NC; c++) {
+        if (c < n_cols) {
+            let x = xb + c * xcol;
+            var s = dot(w[0], src1[x]);
+            for (var j = 1u; j < 8u; j++) {
+                s += dot(w[j], src1[x + j]);
+            }
+            (*acc)[c] += s;
+        }
+    }
+}
+
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -32,18 +47,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let x0 = t_idx(1u, vec4<u32>(0u, 0u, i2, i3)) / 4u;
         let xcol = t_nb(1u, 1u) / 4u;
         let units = op_u(0u) / 32u;
-        for (var u = lane; u < units; u += TPR) {
-            let w = unit(row, u);
-            for (var c = 0u; c < NC; c++) {
-                if (c < n_cols) {
-                    let xb = x0 + c * xcol + 8u * u;
-                    var s = dot(w[0], src1[xb]);
-                    for (var j = 1u; j < 8u; j++) {
-                        s += dot(w[j], src1[xb + j]);
-                    }
-                    acc[c] += s;
-                }
-            }
+        // Two units per trip, so each lane has both units' loads in flight at once.
+        var u = lane;
+        for (; u + TPR < units; u += 2u * TPR) {
+            let w0 = unit(row, u);
+            let w1 = unit(row, u + TPR);
+            dot_unit(&acc, w0, x0 + 8u * u, xcol, n_cols);
+            dot_unit(&acc, w1, x0 + 8u * (u + TPR), xcol, n_cols);
+        }
+        if (u < units) {
+            dot_unit(&acc, unit(row, u), x0 + 8u * u, xcol, n_cols);
         }
     }
     for (var c = 0u; c < NC; c++) {

@@ -15,6 +15,14 @@ fn w2(b: u32) -> u32 {
     return (src0[i] >> 16u) | (src0[i + 1u] << 16u);
 }
 
+// The aligned words from the one holding byte `b` on, for a block at a 2-aligned `b`: `hi` says
+// whether `b` is the word's upper half. The word at byte b + 2 + 4j is then r[j + 1] when `hi`,
+// else the funnel of r[j] and r[j + 1]. (Reading one word past a block is covered by the slack
+// every weight binding has.)
+fn funnel(lo: u32, hi: u32, upper: bool) -> u32 {
+    return select((lo >> 16u) | (hi << 16u), hi, upper);
+}
+
 fn bytes_u(w: u32) -> vec4<u32> {
     return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
 }
@@ -43,10 +51,13 @@ fn bits4(qh: u32, s: u32) -> vec4<u32> {
 // q4_0 { f16 d; u8 qs[16]; }: byte i holds value i (low nibble) and value i + 16 (high).
 fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let blk = row + u * 18u;
-    let d = unpack2x16float(w2(blk)).x;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r = array<u32, 5>(src0[a], src0[a + 1u], src0[a + 2u], src0[a + 3u], src0[a + 4u]);
+    let d = unpack2x16float(select(r[0], r[0] >> 16u, up)).x;
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 4u; j++) {
-        let q = w2(blk + 2u + 4u * j);
+        let q = funnel(r[j], r[j + 1u], up);
         v[j] = (vec4<f32>(nib(q, 0u)) - 8.0) * d;
         v[j + 4u] = (vec4<f32>(nib(q, 4u)) - 8.0) * d;
     }
@@ -73,11 +84,15 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
 // q5_0 { f16 d; u8 qh[4]; u8 qs[16]; }: bit i of qh is the fifth bit of value i.
 fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let blk = row + u * 22u;
-    let d = unpack2x16float(w2(blk)).x;
-    let qh = w2(blk + 2u);
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r = array<u32, 6>(src0[a], src0[a + 1u], src0[a + 2u], src0[a + 3u], src0[a + 4u],
+                          src0[a + 5u]);
+    let d = unpack2x16float(select(r[0], r[0] >> 16u, up)).x;
+    let qh = funnel(r[0], r[1], up);
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 4u; j++) {
-        let q = w2(blk + 6u + 4u * j);
+        let q = funnel(r[j + 1u], r[j + 2u], up);
         v[j] = (vec4<f32>(nib(q, 0u) | bits4(qh, 4u * j)) - 16.0) * d;
         v[j + 4u] = (vec4<f32>(nib(q, 4u) | bits4(qh, 16u + 4u * j)) - 16.0) * d;
     }
@@ -105,10 +120,14 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
 // q8_0 { f16 d; i8 qs[32]; }
 fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let blk = row + u * 34u;
-    let d = unpack2x16float(w2(blk)).x;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r = array<u32, 9>(src0[a], src0[a + 1u], src0[a + 2u], src0[a + 3u], src0[a + 4u],
+                          src0[a + 5u], src0[a + 6u], src0[a + 7u], src0[a + 8u]);
+    let d = unpack2x16float(select(r[0], r[0] >> 16u, up)).x;
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 8u; j++) {
-        v[j] = bytes_i(w2(blk + 2u + 4u * j)) * d;
+        v[j] = bytes_i(funnel(r[j], r[j + 1u], up)) * d;
     }
     return v;
 }
