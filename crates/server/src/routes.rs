@@ -1,6 +1,7 @@
 //! The HTTP routes and OpenAI's response shapes: `chat.completion` / `text_completion` objects,
 //! or with `stream: true` server-sent events of `chat.completion.chunk` / `text_completion`
-//! chunks, the last with `finish_reason` and `usage`, then `data: [DONE]`.
+//! chunks, the last with `finish_reason` and `usage` (or, with `stream_options.include_usage`,
+//! followed by a chunk with only `usage`, as OpenAI sends it), then `data: [DONE]`.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -320,8 +321,11 @@ fn stream(
                         Value::Null
                     };
                     let text = (!r.chat()).then_some("");
+                    // With `include_usage`, usage comes alone in one more chunk (as OpenAI sends
+                    // it); without, in the last chunk.
+                    let last_usage = (!r.req.params.include_usage).then_some(usage);
                     st.out
-                        .push_back(data(r.chunk(text, lp, Some(finish), Some(usage))));
+                        .push_back(data(r.chunk(text, lp, Some(finish), last_usage)));
                     if r.req.params.include_usage {
                         st.out
                             .push_back(data(r.object(r.chunk_kind(), json!([]), Some(usage))));

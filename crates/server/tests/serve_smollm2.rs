@@ -23,7 +23,7 @@ fn content(v: &Value) -> &str {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs SmolLM2 in the model cache"]
 async fn smollm2_chat_streaming_completions_and_endpoints() {
-    let s = start(2, 4, 512, 1 << 20).await;
+    let s = start(2, 4, 256, 1 << 20).await;
     let (status, health) = s.get("/health").await;
     assert_eq!((status, health.as_str()), (200, r#"{"status":"ok"}"#));
     let (_, models) = s.get("/v1/models").await;
@@ -70,7 +70,10 @@ async fn smollm2_chat_streaming_completions_and_endpoints() {
         last["choices"][0]["finish_reason"],
         a["choices"][0]["finish_reason"]
     );
-    assert_eq!(&last["usage"], usage);
+    assert!(
+        last.get("usage").is_none(),
+        "with include_usage, usage comes alone: {last}"
+    );
     let usage_only = &chunks[chunks.len() - 1];
     assert_eq!(usage_only["choices"], json!([]));
     assert_eq!(&usage_only["usage"], usage);
@@ -113,6 +116,23 @@ async fn smollm2_chat_streaming_completions_and_endpoints() {
         );
     }
 
+    // Completions streamed without include_usage: usage in the finish chunk.
+    let body = json!({"prompt": "The capital of France is", "max_tokens": 3, "temperature": 0, "stream": true});
+    let chunks = s.stream("/v1/completions", &body).await.collect().await;
+    let last = chunks.last().unwrap();
+    assert_eq!(last["object"], "text_completion");
+    assert!(last["choices"][0]["finish_reason"].is_string(), "{last}");
+    let n = last["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!((1..=3).contains(&n), "{last}");
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["text"].as_str())
+        .collect();
+    assert!(
+        c["choices"][0]["text"].as_str().unwrap().starts_with(&text),
+        "{text:?} vs {c}"
+    );
+
     // A stop string: the answer ends right before it.
     let cut = answer.find("Paris").unwrap();
     let mut body = chat(QUESTION, 12);
@@ -126,15 +146,15 @@ async fn smollm2_chat_streaming_completions_and_endpoints() {
         metrics.contains("# TYPE wgllm_generated_tokens_total counter"),
         "{metrics}"
     );
-    assert_eq!(s.metric("wgllm_requests_total").await, 4.0);
+    assert_eq!(s.metric("wgllm_requests_total").await, 5.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs SmolLM2 in the model cache"]
 async fn smollm2_two_clients_at_once_get_what_each_gets_alone() {
-    let s = start(2, 4, 512, 1 << 20).await;
-    let q1 = chat(QUESTION, 16);
-    let q2 = chat("Write a haiku about the sea.", 16);
+    let s = start(2, 4, 256, 1 << 20).await;
+    let q1 = chat(QUESTION, 10);
+    let q2 = chat("Write a haiku about the sea.", 10);
     let (_, a1) = s.post("/v1/chat/completions", &q1).await;
     let (_, a2) = s.post("/v1/chat/completions", &q2).await;
     let steps = s.metric("wgllm_steps_total").await;
