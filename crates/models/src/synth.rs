@@ -1,6 +1,7 @@
 //! Synthetic models: GGUF files with random weights and a real architecture's exact tensor
 //! shapes, for tests and for measuring speed where real models cannot be downloaded.
 
+use rayon::prelude::*;
 use wgllm_core::{quant, DType};
 use wgllm_gguf::{Array, GgufWriter, Value};
 
@@ -48,37 +49,70 @@ impl SynthArch {
     }
 }
 
-/// Deterministic pseudo-random values, roughly N(0, std²) (sum of uniforms).
-fn randn(n: usize, std: f32, seed: &mut u64) -> Vec<f32> {
-    (0..n)
-        .map(|_| {
-            let mut acc = 0.0f32;
-            for _ in 0..4 {
-                *seed = seed
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                acc += (*seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            }
-            acc * std * 1.732
-        })
-        .collect()
+/// Values per independently seeded chunk of a tensor (rounded to whole rows): small enough to keep
+/// every thread busy, large enough that the per-chunk overhead vanishes.
+const CHUNK_VALUES: u64 = 1 << 16;
+
+/// Deterministic pseudo-random values, roughly N(mean, std²) (sum of uniforms).
+fn randn(out: &mut [f32], mean: f32, std: f32, mut state: u64) {
+    for x in out {
+        let mut acc = 0.0f32;
+        for _ in 0..4 {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            acc += (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+        }
+        *x = mean + acc * std * 1.732;
+    }
 }
 
-fn tensor(
+/// SplitMix64's finalizer: spreads nearby inputs (chunk indices) over unrelated states.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The random state of chunk `chunk` of tensor `name`: each chunk is generated on its own, so the
+/// file is the same whatever the number of threads that wrote it.
+fn chunk_seed(seed: u64, name: &str, chunk: u64) -> u64 {
+    let fnv = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    });
+    mix(mix(seed ^ fnv).wrapping_add(chunk))
+}
+
+/// Adds tensor `name` of random values ~N(mean, std²) in `dtype`. Rows (`shape[0]` values) are
+/// generated and quantized in parallel, a chunk at a time, so at most one chunk of f32 per thread
+/// is held besides the tensor's own bytes.
+fn random_tensor(
     w: &mut GgufWriter,
     name: &str,
     dtype: DType,
     shape: &[u64],
-    values: &[f32],
+    (mean, std): (f32, f32),
+    seed: u64,
 ) -> Result<(), ModelError> {
-    let n: u64 = shape.iter().product();
-    let bytes = dtype.row_bytes(n).ok_or_else(|| ModelError::BadMetadata {
-        key: name.into(),
-        value: format!("{shape:?}"),
-        why: format!("not whole {dtype} blocks"),
-    })?;
-    let mut data = vec![0u8; bytes as usize];
-    quant::quantize(dtype, values, &mut data)?;
+    let row = shape[0];
+    let n_rows: u64 = shape[1..].iter().product();
+    let row_bytes = dtype
+        .row_bytes(row)
+        .ok_or_else(|| ModelError::BadMetadata {
+            key: name.into(),
+            value: format!("{shape:?}"),
+            why: format!("rows of {row} values are not whole {dtype} blocks"),
+        })?;
+    let chunk_rows = (CHUNK_VALUES / row).max(1);
+    let mut data = vec![0u8; (row_bytes * n_rows) as usize];
+    data.par_chunks_mut((row_bytes * chunk_rows) as usize)
+        .enumerate()
+        .try_for_each(|(i, out)| {
+            let mut values = vec![0f32; out.len() / row_bytes as usize * row as usize];
+            randn(&mut values, mean, std, chunk_seed(seed, name, i as u64));
+            quant::quantize(dtype, &values, out)
+        })?;
     w.add_tensor(name, dtype, shape, data)?;
     Ok(())
 }
@@ -98,7 +132,6 @@ pub fn model_gguf(
     dtype: DType,
     seed: u64,
 ) -> Result<Vec<u8>, ModelError> {
-    let mut seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut w = GgufWriter::new();
     let a = arch.name();
     let head_dim = match arch {
@@ -138,70 +171,47 @@ pub fn model_gguf(
         w.add_metadata(k, v)?;
     }
     let std = 1.0 / (s.n_embd as f32).sqrt();
-    let emb = randn((s.n_embd * s.n_vocab) as usize, 1.0, &mut seed);
-    tensor(
-        &mut w,
-        "token_embd.weight",
-        dtype,
-        &[s.n_embd, s.n_vocab],
-        &emb,
-    )?;
-    let ones_ish = |n: u64, seed: &mut u64| {
-        randn(n as usize, 0.1, seed)
-            .into_iter()
-            .map(|x| 1.0 + x)
-            .collect::<Vec<_>>()
+    let (e, v) = (s.n_embd, s.n_vocab);
+    let mut add = |name: &str, dtype: DType, shape: &[u64], dist: (f32, f32)| {
+        random_tensor(&mut w, name, dtype, shape, dist, seed)
     };
+    // Norm weights near 1.
+    let ones_ish = (1.0, 0.1);
+    add("token_embd.weight", dtype, &[e, v], (0.0, 1.0))?;
     let gemma = matches!(arch, SynthArch::Gemma3 { .. });
     let qk_norm = matches!(arch, SynthArch::Qwen3 { .. }) || gemma;
     for il in 0..s.n_layer {
         let name = |t: &str| format!("blk.{il}.{t}.weight");
-        let norm = |w: &mut GgufWriter, t: &str, n: u64, seed: &mut u64| {
-            tensor(w, &name(t), DType::F32, &[n], &ones_ish(n, seed))
-        };
-        norm(&mut w, "attn_norm", s.n_embd, &mut seed)?;
+        add(&name("attn_norm"), DType::F32, &[e], ones_ish)?;
         for (t, rows) in [("attn_q", q_rows), ("attn_k", kv), ("attn_v", kv)] {
-            let v = randn((s.n_embd * rows) as usize, std, &mut seed);
-            tensor(&mut w, &name(t), dtype, &[s.n_embd, rows], &v)?;
+            add(&name(t), dtype, &[e, rows], (0.0, std))?;
             if arch == SynthArch::Qwen2 {
-                let b = randn(rows as usize, 0.5, &mut seed);
                 let bias = format!("blk.{il}.{t}.bias");
-                tensor(&mut w, &bias, DType::F32, &[rows], &b)?;
+                add(&bias, DType::F32, &[rows], (0.0, 0.5))?;
             }
         }
         if qk_norm {
-            norm(&mut w, "attn_q_norm", head_dim, &mut seed)?;
-            norm(&mut w, "attn_k_norm", head_dim, &mut seed)?;
+            add(&name("attn_q_norm"), DType::F32, &[head_dim], ones_ish)?;
+            add(&name("attn_k_norm"), DType::F32, &[head_dim], ones_ish)?;
         }
-        let v = randn(
-            (q_rows * s.n_embd) as usize,
-            1.0 / (q_rows as f32).sqrt(),
-            &mut seed,
-        );
-        tensor(&mut w, &name("attn_output"), dtype, &[q_rows, s.n_embd], &v)?;
+        let out_std = 1.0 / (q_rows as f32).sqrt();
+        add(&name("attn_output"), dtype, &[q_rows, e], (0.0, out_std))?;
         if gemma {
-            norm(&mut w, "post_attention_norm", s.n_embd, &mut seed)?;
+            add(&name("post_attention_norm"), DType::F32, &[e], ones_ish)?;
         }
-        norm(&mut w, "ffn_norm", s.n_embd, &mut seed)?;
+        add(&name("ffn_norm"), DType::F32, &[e], ones_ish)?;
         for t in ["ffn_gate", "ffn_up"] {
-            let v = randn((s.n_embd * s.n_ff) as usize, std, &mut seed);
-            tensor(&mut w, &name(t), dtype, &[s.n_embd, s.n_ff], &v)?;
+            add(&name(t), dtype, &[e, s.n_ff], (0.0, std))?;
         }
-        let v = randn(
-            (s.n_ff * s.n_embd) as usize,
-            1.0 / (s.n_ff as f32).sqrt(),
-            &mut seed,
-        );
-        tensor(&mut w, &name("ffn_down"), dtype, &[s.n_ff, s.n_embd], &v)?;
+        let down_std = 1.0 / (s.n_ff as f32).sqrt();
+        add(&name("ffn_down"), dtype, &[s.n_ff, e], (0.0, down_std))?;
         if gemma {
-            norm(&mut w, "post_ffw_norm", s.n_embd, &mut seed)?;
+            add(&name("post_ffw_norm"), DType::F32, &[e], ones_ish)?;
         }
     }
-    let norm = ones_ish(s.n_embd, &mut seed);
-    tensor(&mut w, "output_norm.weight", DType::F32, &[s.n_embd], &norm)?;
+    add("output_norm.weight", DType::F32, &[e], ones_ish)?;
     if !s.tied_output {
-        let v = randn((s.n_embd * s.n_vocab) as usize, std, &mut seed);
-        tensor(&mut w, "output.weight", dtype, &[s.n_embd, s.n_vocab], &v)?;
+        add("output.weight", dtype, &[e, v], (0.0, std))?;
     }
     Ok(w.to_vec())
 }
@@ -259,4 +269,69 @@ fn placeholder_vocab(n: u64) -> Vec<(String, Value)> {
             Value::U32((n - 1) as u32),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> LlamaShape {
+        LlamaShape {
+            n_vocab: 300,
+            n_embd: 64,
+            n_layer: 2,
+            // 4096 rows of 64 per ffn matrix: several chunks each.
+            n_ff: 4096,
+            n_head: 4,
+            n_head_kv: 2,
+            n_ctx_train: 256,
+            rope_base: 10_000.0,
+            tied_output: false,
+        }
+    }
+
+    fn on_threads(n: usize, dtype: DType, seed: u64) -> Vec<u8> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .expect("thread pool");
+        pool.install(|| llama_gguf(&shape(), dtype, seed))
+            .expect("synthetic model")
+    }
+
+    #[test]
+    fn same_file_whatever_the_thread_count() {
+        let one = on_threads(1, DType::Q8_0, 5);
+        assert_eq!(one, on_threads(3, DType::Q8_0, 5));
+        assert_ne!(
+            one,
+            on_threads(3, DType::Q8_0, 6),
+            "the seed changes the weights"
+        );
+    }
+
+    #[test]
+    fn chunks_differ_and_values_have_the_asked_spread() {
+        let mut w = GgufWriter::new();
+        random_tensor(&mut w, "t", DType::F32, &[64, 4096], (0.0, 0.5), 1).unwrap();
+        let file = wgllm_gguf::GgufFile::from_bytes(w.to_vec().into()).unwrap();
+        let info = file.tensor("t").unwrap();
+        let v: Vec<f32> = file
+            .tensor_data(info)
+            .unwrap()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let chunk = CHUNK_VALUES as usize;
+        assert_ne!(v[..64], v[chunk..chunk + 64], "each chunk has its own seed");
+        let var = v.iter().map(|x| x * x).sum::<f32>() / v.len() as f32;
+        assert!((var.sqrt() - 0.5).abs() < 0.02, "std {}", var.sqrt());
+    }
+
+    #[test]
+    fn rows_of_partial_blocks_are_an_error() {
+        let mut w = GgufWriter::new();
+        let e = random_tensor(&mut w, "t", DType::Q4_K, &[64, 8], (0.0, 1.0), 1).unwrap_err();
+        assert!(e.to_string().contains("not whole"), "{e}");
+    }
 }
