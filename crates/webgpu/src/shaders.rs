@@ -60,7 +60,11 @@ pub enum Kernel {
     MulMat { tn: u32 },
     /// `mul_mat_vec.wgsl` with `quant_unit.wgsl`: at most `nc` activation columns, `tpr` lanes
     /// per weight row. src1 is bound as vec4s, f16/bf16 weights as raw words.
-    MulMatVec { nc: u32, tpr: u32, add: bool },
+    MulMatVec {
+        nc: u32,
+        tpr: u32,
+        epilogue: VecEpilogue,
+    },
     /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
     /// `MulMatVec`.
     MulMatTiled,
@@ -96,6 +100,18 @@ pub enum Kernel {
     Copy { per: u32 },
     /// The families of `variants.rs` (shape, upscale, reductions, mul_mat_id, sequence).
     Family(Family),
+}
+
+/// What `mul_mat_vec.wgsl` does with the product before storing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VecEpilogue {
+    /// Store it.
+    None,
+    /// Add a residual (a fused ggml_add).
+    Add,
+    /// Pair it with the product of a second weight through a GLU `EXPR(x, g)` (a fused
+    /// ggml_glu_split of the gate and up projections).
+    Glu { expr: &'static str },
 }
 
 /// How `top_k.wgsl` covers a row.
@@ -243,7 +259,15 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     }
     for (k, &dt) in key.dtypes.iter().enumerate() {
         let mut elem = wgsl_elem(dt).ok_or_else(|| format!("no WGSL type for {dt}"))?;
-        if mat_vec && k == 0 && matches!(dt, DType::F16 | DType::BF16) {
+        let glu = matches!(
+            key.kernel,
+            Kernel::MulMatVec {
+                epilogue: VecEpilogue::Glu { .. },
+                ..
+            }
+        );
+        let weight = k == 0 || (glu && k == 2);
+        if mat_vec && weight && matches!(dt, DType::F16 | DType::BF16 | DType::F32) {
             elem = "u32";
         }
         if mat_vec && k == 1 {
@@ -263,8 +287,16 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         ));
     }
     head.push('\n');
+    // The GLU mat-vec's second weight (binding 2) is read as words too, not through a loader.
+    let glu_vec = matches!(
+        key.kernel,
+        Kernel::MulMatVec {
+            epilogue: VecEpilogue::Glu { .. },
+            ..
+        }
+    );
     for (k, &dt) in key.dtypes[..n - 1].iter().enumerate() {
-        if mat_vec && k < 2 || words {
+        if (mat_vec && (k < 2 || glu_vec)) || words {
             continue;
         }
         if let Some(l) = loader(&binding_name(k, n), dt) {
@@ -410,13 +442,21 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("PARTIAL", (tn * key.wg).to_string()));
             MUL_MAT
         }
-        Kernel::MulMatVec { nc, tpr, add } => {
-            if add {
-                flags.push("ADD");
+        Kernel::MulMatVec { nc, tpr, epilogue } => {
+            let mut weights = 1;
+            match epilogue {
+                VecEpilogue::None => {}
+                VecEpilogue::Add => flags.push("ADD"),
+                VecEpilogue::Glu { expr } => {
+                    flags.push("GLU");
+                    vars.push(("EXPR", expr.to_string()));
+                    activations = true;
+                    weights = 2;
+                }
             }
             vars.push(("NC", nc.to_string()));
             vars.push(("TPR", tpr.to_string()));
-            vars.push(("RED", (nc * key.wg).to_string()));
+            vars.push(("RED", (weights * nc * key.wg).to_string()));
             unit_flags(src0, &mut flags);
             MUL_MAT_VEC
         }

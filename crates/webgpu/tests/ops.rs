@@ -212,4 +212,16 @@ fn fusions_plan_one_dispatch_per_pattern() {
     let r = g.add(res, y).unwrap();
     g.mark_output(r).unwrap();
     assert_eq!(count(&g), 1, "mat-vec + residual");
+
+    let mut g = Graph::new();
+    let x = g.input("x", DType::F32, [256, 1, 1, 1]).unwrap();
+    let wg = weight(&mut g, "wg", DType::Q4_K, [256, 16, 1, 1]);
+    let wu = weight(&mut g, "wu", DType::Q4_K, [256, 16, 1, 1]);
+    let gate = g.mul_mat(wg, x).unwrap();
+    let up = g.mul_mat(wu, x).unwrap();
+    let r = g
+        .glu_split(gate, up, wgllm_core::op::GluOp::Swiglu)
+        .unwrap();
+    g.mark_output(r).unwrap();
+    assert_eq!(count(&g), 1, "gate/up GLU");
 }

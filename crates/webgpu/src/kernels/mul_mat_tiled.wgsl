@@ -6,6 +6,10 @@
 // src1 is bound as vec4s (offset and column stride whole vec4s; the planner checks).
 // op_u: 0 = K, 1 = M, 2 = N, 3 = r2, 4 = r3, 5 = tiles along m. Workgroup z indexes the batch.
 
+fn ldw(i: u32) -> u32 {
+    return src0[i];
+}
+
 const BM: u32 = 64u;
 const BN: u32 = 64u;
 const BK: u32 = 32u;

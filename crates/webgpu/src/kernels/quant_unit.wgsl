@@ -3,16 +3,18 @@
 // an element offset for floats), as 8 vec4s in order. Each decoder loads every word it needs
 // once, instead of one byte load per value as `dq` does. Layouts follow ggml-common.h; the
 // formulas are those of `quant.wgsl` (and dequantize_row_* in ggml-quants.c).
-// Exactly one `U_*` flag is set per variant.
+// Exactly one `U_*` flag is set per variant. Weight words are read through `ldw(i)`, which the
+// including kernel defines (a kernel with two weights switches on `wsel`); f32 weights are bound
+// as words too.
 
 #if U_BLOCKS
 // The 32-bit word at byte `b`, for a `b` that is only 2-aligned (blocks of 18, 22, 34, 210 bytes).
 fn w2(b: u32) -> u32 {
     let i = b >> 2u;
     if ((b & 2u) == 0u) {
-        return src0[i];
+        return ldw(i);
     }
-    return (src0[i] >> 16u) | (src0[i + 1u] << 16u);
+    return (ldw(i) >> 16u) | (ldw(i + 1u) << 16u);
 }
 
 // The aligned words from the one holding byte `b` on, for a block at a 2-aligned `b`: `hi` says
@@ -53,7 +55,7 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let blk = row + u * 18u;
     let a = blk >> 2u;
     let up = (blk & 2u) != 0u;
-    let r = array<u32, 5>(src0[a], src0[a + 1u], src0[a + 2u], src0[a + 3u], src0[a + 4u]);
+    let r = array<u32, 5>(ldw(a), ldw(a + 1u), ldw(a + 2u), ldw(a + 3u), ldw(a + 4u));
     let d = unpack2x16float(select(r[0], r[0] >> 16u, up)).x;
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 4u; j++) {
@@ -69,10 +71,10 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
 // q4_1 { f16 d; f16 m; u8 qs[16]; } (20 bytes: word-aligned).
 fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let w0 = (row + u * 20u) >> 2u;
-    let dm = unpack2x16float(src0[w0]);
+    let dm = unpack2x16float(ldw(w0));
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 4u; j++) {
-        let q = src0[w0 + 1u + j];
+        let q = ldw(w0 + 1u + j);
         v[j] = vec4<f32>(nib(q, 0u)) * dm.x + dm.y;
         v[j + 4u] = vec4<f32>(nib(q, 4u)) * dm.x + dm.y;
     }
@@ -86,8 +88,8 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let blk = row + u * 22u;
     let a = blk >> 2u;
     let up = (blk & 2u) != 0u;
-    let r = array<u32, 6>(src0[a], src0[a + 1u], src0[a + 2u], src0[a + 3u], src0[a + 4u],
-                          src0[a + 5u]);
+    let r = array<u32, 6>(ldw(a), ldw(a + 1u), ldw(a + 2u), ldw(a + 3u), ldw(a + 4u),
+                          ldw(a + 5u));
     let d = unpack2x16float(select(r[0], r[0] >> 16u, up)).x;
     let qh = funnel(r[0], r[1], up);
     var v: array<vec4<f32>, 8>;
@@ -104,11 +106,11 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
 // q5_1 { f16 d; f16 m; u8 qh[4]; u8 qs[16]; } (24 bytes: word-aligned).
 fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let w0 = (row + u * 24u) >> 2u;
-    let dm = unpack2x16float(src0[w0]);
-    let qh = src0[w0 + 1u];
+    let dm = unpack2x16float(ldw(w0));
+    let qh = ldw(w0 + 1u);
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 4u; j++) {
-        let q = src0[w0 + 2u + j];
+        let q = ldw(w0 + 2u + j);
         v[j] = vec4<f32>(nib(q, 0u) | bits4(qh, 4u * j)) * dm.x + dm.y;
         v[j + 4u] = vec4<f32>(nib(q, 4u) | bits4(qh, 16u + 4u * j)) * dm.x + dm.y;
     }
@@ -122,8 +124,8 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let blk = row + u * 34u;
     let a = blk >> 2u;
     let up = (blk & 2u) != 0u;
-    let r = array<u32, 9>(src0[a], src0[a + 1u], src0[a + 2u], src0[a + 3u], src0[a + 4u],
-                          src0[a + 5u], src0[a + 6u], src0[a + 7u], src0[a + 8u]);
+    let r = array<u32, 9>(ldw(a), ldw(a + 1u), ldw(a + 2u), ldw(a + 3u), ldw(a + 4u),
+                          ldw(a + 5u), ldw(a + 6u), ldw(a + 7u), ldw(a + 8u));
     let d = unpack2x16float(select(r[0], r[0] >> 16u, up)).x;
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 8u; j++) {
@@ -153,15 +155,15 @@ fn kscale(s0: u32, s1: u32, s2: u32, s: u32) -> vec2<f32> {
 fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let s = u % 8u;
     let w0 = (row + (u / 8u) * 144u) >> 2u;
-    let dm = unpack2x16float(src0[w0]);
-    let sm = kscale(src0[w0 + 1u], src0[w0 + 2u], src0[w0 + 3u], s);
+    let dm = unpack2x16float(ldw(w0));
+    let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), s);
     let d = dm.x * sm.x;
     let mn = dm.y * sm.y;
     let q0 = w0 + 4u + 8u * (s / 2u);
     let sh = 4u * (s % 2u);
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 8u; j++) {
-        v[j] = vec4<f32>(nib(src0[q0 + j], sh)) * d - mn;
+        v[j] = vec4<f32>(nib(ldw(q0 + j), sh)) * d - mn;
     }
     return v;
 }
@@ -173,15 +175,15 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
 fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let s = u % 8u;
     let w0 = (row + (u / 8u) * 176u) >> 2u;
-    let dm = unpack2x16float(src0[w0]);
-    let sm = kscale(src0[w0 + 1u], src0[w0 + 2u], src0[w0 + 3u], s);
+    let dm = unpack2x16float(ldw(w0));
+    let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), s);
     let d = dm.x * sm.x;
     let mn = dm.y * sm.y;
     let q0 = w0 + 12u + 8u * (s / 2u);
     let sh = 4u * (s % 2u);
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 8u; j++) {
-        v[j] = vec4<f32>(nib(src0[q0 + j], sh) | bit4(src0[w0 + 4u + j], s)) * d - mn;
+        v[j] = vec4<f32>(nib(ldw(q0 + j), sh) | bit4(ldw(w0 + 4u + j), s)) * d - mn;
     }
     return v;
 }
@@ -233,7 +235,7 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let w0 = (row + 32u * u) >> 1u;
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 8u; j++) {
-        v[j] = vec4<f32>(unpack2x16float(src0[w0 + 2u * j]), unpack2x16float(src0[w0 + 2u * j + 1u]));
+        v[j] = vec4<f32>(unpack2x16float(ldw(w0 + 2u * j)), unpack2x16float(ldw(w0 + 2u * j + 1u)));
     }
     return v;
 }
@@ -245,8 +247,8 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     let w0 = (row + 32u * u) >> 1u;
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 8u; j++) {
-        let a = src0[w0 + 2u * j];
-        let b = src0[w0 + 2u * j + 1u];
+        let a = ldw(w0 + 2u * j);
+        let b = ldw(w0 + 2u * j + 1u);
         v[j] = bitcast<vec4<f32>>(vec4<u32>(a << 16u, a & 0xffff0000u, b << 16u, b & 0xffff0000u));
     }
     return v;
@@ -259,7 +261,7 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
     var v: array<vec4<f32>, 8>;
     for (var j = 0u; j < 8u; j++) {
         let i = i0 + 4u * j;
-        v[j] = vec4<f32>(src0[i], src0[i + 1u], src0[i + 2u], src0[i + 3u]);
+        v[j] = bitcast<vec4<f32>>(vec4<u32>(ldw(i), ldw(i + 1u), ldw(i + 2u), ldw(i + 3u)));
     }
     return v;
 }

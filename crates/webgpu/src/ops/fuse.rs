@@ -10,6 +10,9 @@
 //! - mat-vec + residual: `add(mul_mat(W, x), r)` (either order) with r of the product's shape,
 //!   when the product takes the mat-vec path → `mul_mat_vec.wgsl` with ADD (the attention
 //!   output and FFN down projections of every block).
+//! - gate/up GLU: `glu_split(mul_mat(Wg, x), mul_mat(Wu, x))` with the same x, weight shape and
+//!   dtype → `mul_mat_vec.wgsl` with GLU, both rows decoded by the same lanes (FFN of every
+//!   block: three dispatches become one).
 
 use wgllm_core::op::BinaryOp;
 use wgllm_core::{DType, Graph, Op, Result, TensorId};
@@ -85,14 +88,29 @@ fn ctx<'a>(graph: &'a Graph, t: TensorId, caps: &'a Capabilities) -> Result<Ctx<
 /// The fused dispatches anchored at `anchor` and the nodes they absorb, if a pattern matches.
 fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
     let g = anchor.graph;
+    // A source computed by a node that only the anchor consumes.
+    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
+    if let Op::Glu { op, swapped: false } = anchor.node.op {
+        let (expr, params) = nn::glu_expr(op);
+        let (Ok(a), Ok(b)) = (anchor.node.src(0), anchor.node.src(1)) else {
+            return Ok(None);
+        };
+        let products = [a, b]
+            .iter()
+            .all(|&t| g.node(t).op == Op::MulMat && private(t));
+        if !params.is_empty() || !products {
+            return Ok(None);
+        }
+        let (gate, up) = (ctx(g, a, anchor.caps)?, ctx(g, b, anchor.caps)?);
+        let d = matmul::mul_mat_vec_glu(&gate, &up, expr, anchor.out())?;
+        return Ok(d.map(|d| (vec![a, b], d)));
+    }
     let Op::Binary(op) = anchor.node.op else {
         return Ok(None);
     };
     let (Ok(s0), Ok(s1)) = (anchor.node.src(0), anchor.node.src(1)) else {
         return Ok(None);
     };
-    // A source computed by a node that only the anchor consumes.
-    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
     let dst = anchor.out();
     match op {
         BinaryOp::Mul => {

@@ -7,7 +7,7 @@ use wgllm_core::{DType, Result};
 
 use super::rows::QUANTS;
 use super::{windows, Ctx, Dispatch, Operand};
-use crate::shaders::{Kernel, PipelineKey};
+use crate::shaders::{Kernel, PipelineKey, VecEpilogue};
 
 /// Invocations per mul_mat workgroup (a power of two: the reduction halves it).
 const WG: u32 = 64;
@@ -108,16 +108,93 @@ fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
     f32_ok && weight_ok && la.ne[0].is_multiple_of(32)
 }
 
-fn vec_key(a: DType, nc: u32, add: bool) -> PipelineKey {
-    let mut dtypes = vec![a, DType::F32, DType::F32];
-    if add {
-        dtypes.push(DType::F32);
-    }
+fn vec_key(a: DType, nc: u32, epilogue: VecEpilogue) -> PipelineKey {
+    let dtypes = match epilogue {
+        VecEpilogue::None => vec![a, DType::F32, DType::F32],
+        VecEpilogue::Add => vec![a, DType::F32, DType::F32, DType::F32],
+        VecEpilogue::Glu { .. } => vec![a, DType::F32, a, DType::F32],
+    };
     PipelineKey {
-        kernel: Kernel::MulMatVec { nc, tpr: TPR, add },
+        kernel: Kernel::MulMatVec {
+            nc,
+            tpr: TPR,
+            epilogue,
+        },
         dtypes,
         wg: WG_VEC,
     }
+}
+
+/// Weight dtypes with a whole-unit decoder in `quant_unit.wgsl` (others go through `dq`, which
+/// reads src0 only, so they cannot be a fused second weight).
+fn unit_decoded(d: DType) -> bool {
+    matches!(
+        d,
+        DType::F32
+            | DType::F16
+            | DType::BF16
+            | DType::Q4_0
+            | DType::Q4_1
+            | DType::Q5_0
+            | DType::Q5_1
+            | DType::Q8_0
+            | DType::Q4_K
+            | DType::Q5_K
+            | DType::Q6_K
+    )
+}
+
+/// The mul_mat nodes `gate` and `up` (their contexts; same activation, same weight shape and
+/// dtype) followed by a GLU `expr` of the two, whose result is `dst`, as one mat-vec dispatch;
+/// `None` when they do not qualify.
+pub(super) fn mul_mat_vec_glu(
+    gate: &Ctx,
+    up: &Ctx,
+    expr: &'static str,
+    dst: Operand,
+) -> Result<Option<Vec<Dispatch>>> {
+    let (wg, x, wu) = (gate.src(0)?, gate.src(1)?, up.src(0)?);
+    let n = x.layout.ne[1];
+    let same = gate.node.src(1)? == up.node.src(1)?
+        && wg.dtype == wu.dtype
+        && wg.layout.ne == wu.layout.ne
+        && gate.out().layout.ne == dst.layout.ne;
+    let ok = same
+        && unit_decoded(wg.dtype)
+        && dst.dtype == DType::F32
+        && unit_path(gate, &wg, &x)
+        && unit_path(up, &wu, &x)
+        && windows::fits(gate, &wg)
+        && windows::fits(up, &wu);
+    let Some(nc) = VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) else {
+        return Ok(None);
+    };
+    if !ok {
+        return Ok(None);
+    }
+    let (ea, eb) = (wg.layout.ne, x.layout.ne);
+    let m = ea[1];
+    let op = [
+        gate.items(ea[0])?,
+        gate.items(m)?,
+        gate.items(eb[1])?,
+        gate.items(eb[2] / ea[2])?,
+        gate.items(eb[3] / ea[3])?,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ];
+    Ok(Some(vec![Dispatch {
+        key: vec_key(wg.dtype, nc, VecEpilogue::Glu { expr }),
+        operands: vec![wg, x, wu, dst],
+        op_words: op,
+        items: gate.items(m * eb[1] * eb[2] * eb[3])?,
+        groups: gate.grid(m.div_ceil(u64::from(WG_VEC / TPR)), eb[2] * eb[3])?,
+    }]))
 }
 
 /// The mul_mat node `mm` (its context) followed by ggml_add of `residual` (same extents, f32),
@@ -183,7 +260,14 @@ fn mul_mat_vec(
         }
         operands.push(d);
         out.push(Dispatch {
-            key: vec_key(a.dtype, nc, residual.is_some()),
+            key: vec_key(
+                a.dtype,
+                nc,
+                match residual {
+                    Some(_) => VecEpilogue::Add,
+                    None => VecEpilogue::None,
+                },
+            ),
             operands,
             op_words: op,
             items: ctx.items(m * eb[1] * eb[2] * eb[3])?,
@@ -248,8 +332,12 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .into_iter()
         .chain(QUANTS)
     {
-        keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, false)));
-        keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, true)));
+        keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::None)));
+        keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::Add)));
+        if unit_decoded(a) {
+            let expr = super::nn::glu_expr(wgllm_core::op::GluOp::Swiglu).0;
+            keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::Glu { expr })));
+        }
         keys.push(tiled_key(a));
     }
     keys

@@ -14,7 +14,7 @@ const WG_ROW: u32 = 64;
 
 /// The WGSL expression of a gate over `x` (gated) and `g` (linear), helpers in
 /// `activations.wgsl` and `glu.wgsl`, and its parameters.
-fn glu_expr(op: GluOp) -> (&'static str, Vec<f32>) {
+pub(super) fn glu_expr(op: GluOp) -> (&'static str, Vec<f32>) {
     let e = match op {
         GluOp::Reglu => "select(0.0, x * g, x > 0.0)",
         GluOp::Geglu => "gelu(x) * g",

@@ -2,6 +2,7 @@
 //! backend plans as one dispatch (the CPU runs it node by node), and a near miss it must not
 //! fuse. The op name is the pattern's, prefixed `FUSED`.
 
+use wgllm_core::op::GluOp;
 use wgllm_core::DType;
 
 use super::cases::{case, input, weight, MATMUL};
@@ -104,8 +105,55 @@ fn mat_vec_add_cases(out: &mut Vec<Case>) {
     ));
 }
 
+fn glu_cases(out: &mut Vec<Case>) {
+    for (wt, k, m, n, op) in [
+        (DType::Q4_0, 256u64, 40u64, 1u64, GluOp::Swiglu),
+        (DType::Q4_K, 512, 20, 3, GluOp::Swiglu),
+        (DType::Q6_K, 256, 9, 2, GluOp::Geglu),
+        (DType::Q8_0, 1088, 13, 1, GluOp::Swiglu),
+        (DType::Q5_0, 128, 7, 8, GluOp::Reglu),
+        (DType::F32, 64, 17, 5, GluOp::Swiglu),
+        (DType::F16, 96, 6, 1, GluOp::GegluErf),
+    ] {
+        let desc = format!(
+            "FUSED {} of mul_mat {wt} k={k} m={m} n={n} (gate, up)",
+            op.name()
+        );
+        out.push(case("FUSED_GLU", desc, MATMUL, move |g, rng| {
+            let mut b = Built::default();
+            let wg = weight(g, rng, wt, [k, m, 1, 1])?;
+            let wu = weight(g, rng, wt, [k, m, 1, 1])?;
+            let x = input(g, rng, &mut b, DType::F32, [k, n, 1, 1], -1.0, 1.0)?;
+            let gate = g.mul_mat(wg, x)?;
+            let up = g.mul_mat(wu, x)?;
+            let r = g.glu_split(gate, up, op)?;
+            g.mark_output(r)?;
+            Ok(b)
+        }));
+    }
+    // Not fused: gate and up read different activations.
+    out.push(case(
+        "FUSED_GLU",
+        "FUSED swiglu of mul_mat q4_0 over two activations (unfused)".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let wg = weight(g, rng, DType::Q4_0, [64, 8, 1, 1])?;
+            let wu = weight(g, rng, DType::Q4_0, [64, 8, 1, 1])?;
+            let x = input(g, rng, &mut b, DType::F32, [64, 1, 1, 1], -1.0, 1.0)?;
+            let y = input(g, rng, &mut b, DType::F32, [64, 1, 1, 1], -1.0, 1.0)?;
+            let gate = g.mul_mat(wg, x)?;
+            let up = g.mul_mat(wu, y)?;
+            let r = g.glu_split(gate, up, GluOp::Swiglu)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
+}
+
 /// Appends the fusion cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     norm_mul_cases(out);
     mat_vec_add_cases(out);
+    glu_cases(out);
 }
