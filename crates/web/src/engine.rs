@@ -87,7 +87,9 @@ impl Engine {
             Device::WebGpu => {
                 let gpu = WebGpuBackend::new_async(WebGpuConfig::default()).await?;
                 let a = gpu.adapter();
-                let adapter = format!("{} ({}, {})", a.name, a.backend, a.device_type);
+                // Browsers may leave the description empty.
+                let name = if a.name.is_empty() { "WebGPU" } else { &a.name };
+                let adapter = format!("{name} ({}, {})", a.backend, a.device_type);
                 let f16 = gpu.capabilities().shader_f16;
                 (Box::new(gpu), adapter, f16)
             }
