@@ -1,11 +1,14 @@
 //! [`GgufFile`]: a parsed, validated GGUF file over shared bytes (usually a memory map).
 
 use std::collections::HashMap;
+#[cfg(not(target_arch = "wasm32"))]
 use std::fs::File;
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 use bytes::Bytes;
 use indexmap::IndexMap;
+#[cfg(not(target_arch = "wasm32"))]
 use memmap2::Mmap;
 use wgllm_core::{DType, Layout};
 
@@ -78,7 +81,9 @@ pub struct GgufFile {
 }
 
 impl GgufFile {
-    /// Maps the file at `path` into memory and parses it.
+    /// Maps the file at `path` into memory and parses it (not in the browser, which has no files:
+    /// use [`GgufFile::from_bytes`]).
+    #[cfg(not(target_arch = "wasm32"))]
     ///
     /// The mapping is shared by every [`Bytes`] handed out by [`GgufFile::tensor_bytes`] and lives
     /// until the last of them is dropped.
