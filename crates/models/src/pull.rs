@@ -207,6 +207,8 @@ pub fn pull(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullError> 
     bar.finish_and_clear();
     out.sync_all()
         .map_err(io_err(partial.display().to_string()))?;
+    // Closes the file before the rename (wasm32's `File` has no destructor: nothing to close).
+    #[cfg_attr(target_arch = "wasm32", allow(clippy::drop_non_drop))]
     drop(out);
     let got = hex(&hasher.finalize());
     let check = if written != model.size {

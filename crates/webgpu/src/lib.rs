@@ -59,6 +59,8 @@ impl WebGpuBackend {
     }
 
     /// [`WebGpuBackend::new`] without blocking: the only way in the browser.
+    // In the browser wgpu's handles are single-threaded (not Send), and so is everything here.
+    #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
     pub async fn new_async(config: WebGpuConfig) -> Result<WebGpuBackend> {
         let gpu = device::Gpu::open_async(&config).await?;
         Ok(WebGpuBackend {
