@@ -98,8 +98,8 @@ mod tests {
         let r = m.push("xxabc");
         assert_eq!(
             (r.text.as_str(), r.stopped),
-            ("xxa", true),
-            "'b' comes first"
+            ("xx", true),
+            "'abc' starts before 'b'"
         );
     }
 
