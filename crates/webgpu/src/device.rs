@@ -349,7 +349,10 @@ impl Gpu {
     /// Blocks until all submitted work is done, surfacing device loss and stray errors.
     pub(crate) fn wait(&self, what: &str) -> Result<()> {
         let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
-        self.check(what, polled.err().map(|e| e.to_string()).into_iter().collect())
+        self.check(
+            what,
+            polled.err().map(|e| e.to_string()).into_iter().collect(),
+        )
     }
 
     /// Maps the first `len` bytes of `buffer` for reading once the GPU has written them. Natively
