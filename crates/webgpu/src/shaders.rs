@@ -58,11 +58,11 @@ pub enum Kernel {
     SetRows,
     /// `mul_mat.wgsl`, `tn` output columns per workgroup.
     MulMat { tn: u32 },
-    /// `mul_mat_vec.wgsl` with `quant_unit.wgsl`: at most `nc` activation columns, `tpr` lanes
-    /// per weight row. src1 is bound as vec4s, f16/bf16 weights as raw words.
+    /// `mul_mat_vec.wgsl` with `quant_unit.wgsl`: at most `nc` activation columns, `rpw` weight
+    /// rows per workgroup. src1 is bound as vec4s, f16/bf16/f32 weights as raw words.
     MulMatVec {
         nc: u32,
-        tpr: u32,
+        rpw: u32,
         epilogue: VecEpilogue,
     },
     /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
@@ -442,7 +442,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("PARTIAL", (tn * key.wg).to_string()));
             MUL_MAT
         }
-        Kernel::MulMatVec { nc, tpr, epilogue } => {
+        Kernel::MulMatVec { nc, rpw, epilogue } => {
             let mut weights = 1;
             match epilogue {
                 VecEpilogue::None => {}
@@ -455,8 +455,8 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                 }
             }
             vars.push(("NC", nc.to_string()));
-            vars.push(("TPR", tpr.to_string()));
-            vars.push(("RED", (weights * nc * key.wg).to_string()));
+            vars.push(("RPW", rpw.to_string()));
+            vars.push(("RED", (weights * rpw * nc * key.wg).to_string()));
             unit_flags(src0, &mut flags);
             MUL_MAT_VEC
         }

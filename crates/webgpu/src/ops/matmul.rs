@@ -13,11 +13,23 @@ use crate::shaders::{Kernel, PipelineKey, VecEpilogue};
 const WG: u32 = 64;
 /// Output columns per workgroup.
 const TN: u32 = 4;
-/// Mat-vec: invocations per workgroup, lanes per weight row (a power of two), and the column
-/// counts compiled (a product with n columns uses the smallest that holds n).
-const WG_VEC: u32 = 128;
-const TPR: u32 = 32;
+/// Mat-vec: the column counts compiled (a product with n columns uses the smallest that holds
+/// n), and the most sums per lane (rows × columns × weights) the workgroup reduces: 32 keeps its
+/// workgroup memory at 16 KiB, the WebGPU default limit.
 const VEC_COLS: [u32; 4] = [1, 2, 4, 8];
+const VEC_SUMS: u32 = 32;
+
+/// Mat-vec workgroup shape for rows of `units` units of 32, `nc` columns and `nw` weights:
+/// (invocations, rows per workgroup). Lanes go as far as the rows have units (32 to 128, a
+/// power of two for the reduction); up to 4 rows share each activation load.
+fn vec_shape(units: u64, nc: u32, nw: u32) -> (u32, u32) {
+    let wg = match units {
+        0..=64 => 32,
+        65..=256 => 64,
+        _ => 128,
+    };
+    (wg, (VEC_SUMS / (nc * nw)).clamp(1, 4))
+}
 
 fn key(a: DType, b: DType) -> PipelineKey {
     PipelineKey {
@@ -108,20 +120,21 @@ fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
     f32_ok && weight_ok && la.ne[0].is_multiple_of(32)
 }
 
-fn vec_key(a: DType, nc: u32, epilogue: VecEpilogue) -> PipelineKey {
+fn vec_key(a: DType, nc: u32, epilogue: VecEpilogue, units: u64) -> PipelineKey {
+    let nw = match epilogue {
+        VecEpilogue::Glu { .. } => 2,
+        _ => 1,
+    };
+    let (wg, rpw) = vec_shape(units, nc, nw);
     let dtypes = match epilogue {
         VecEpilogue::None => vec![a, DType::F32, DType::F32],
         VecEpilogue::Add => vec![a, DType::F32, DType::F32, DType::F32],
         VecEpilogue::Glu { .. } => vec![a, DType::F32, a, DType::F32],
     };
     PipelineKey {
-        kernel: Kernel::MulMatVec {
-            nc,
-            tpr: TPR,
-            epilogue,
-        },
+        kernel: Kernel::MulMatVec { nc, rpw, epilogue },
         dtypes,
-        wg: WG_VEC,
+        wg,
     }
 }
 
@@ -188,12 +201,17 @@ pub(super) fn mul_mat_vec_glu(
         0,
         0,
     ];
+    let key = vec_key(wg.dtype, nc, VecEpilogue::Glu { expr }, ea[0] / 32);
+    let rpw = match key.kernel {
+        Kernel::MulMatVec { rpw, .. } => rpw,
+        _ => 1,
+    };
     Ok(Some(vec![Dispatch {
-        key: vec_key(wg.dtype, nc, VecEpilogue::Glu { expr }),
+        key,
         operands: vec![wg, x, wu, dst],
         op_words: op,
         items: gate.items(m * eb[1] * eb[2] * eb[3])?,
-        groups: gate.grid(m.div_ceil(u64::from(WG_VEC / TPR)), eb[2] * eb[3])?,
+        groups: gate.grid(m.div_ceil(u64::from(rpw)), eb[2] * eb[3])?,
     }]))
 }
 
@@ -219,7 +237,7 @@ pub(super) fn mul_mat_vec_add(
     }
 }
 
-/// mul_mat through `mul_mat_vec.wgsl`: `WG_VEC / TPR` weight rows per workgroup, plus
+/// mul_mat through `mul_mat_vec.wgsl` (shape from `vec_shape`), plus
 /// `residual` when given.
 fn mul_mat_vec(
     ctx: &Ctx,
@@ -230,7 +248,15 @@ fn mul_mat_vec(
     nc: u32,
 ) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
-    let rows_per_group = u64::from(WG_VEC / TPR);
+    let epilogue = match residual {
+        Some(_) => VecEpilogue::Add,
+        None => VecEpilogue::None,
+    };
+    let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32);
+    let rows_per_group = match key.kernel {
+        Kernel::MulMatVec { rpw, .. } => u64::from(rpw),
+        _ => 1,
+    };
     let mut out = Vec::new();
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
@@ -260,14 +286,7 @@ fn mul_mat_vec(
         }
         operands.push(d);
         out.push(Dispatch {
-            key: vec_key(
-                a.dtype,
-                nc,
-                match residual {
-                    Some(_) => VecEpilogue::Add,
-                    None => VecEpilogue::None,
-                },
-            ),
+            key: key.clone(),
             operands,
             op_words: op,
             items: ctx.items(m * eb[1] * eb[2] * eb[3])?,
@@ -332,11 +351,13 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .into_iter()
         .chain(QUANTS)
     {
-        keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::None)));
-        keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::Add)));
-        if unit_decoded(a) {
-            let expr = super::nn::glu_expr(wgllm_core::op::GluOp::Swiglu).0;
-            keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::Glu { expr })));
+        for units in [2, 100, 1000] {
+            keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::None, units)));
+            keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::Add, units)));
+            if unit_decoded(a) {
+                let expr = super::nn::glu_expr(wgllm_core::op::GluOp::Swiglu).0;
+                keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::Glu { expr }, units)));
+            }
         }
         keys.push(tiled_key(a));
     }
