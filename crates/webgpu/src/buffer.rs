@@ -12,7 +12,7 @@ use wgllm_core::plan::{plan_memory_with, MemoryPlan};
 use wgllm_core::{Error, Graph, Op, Result, TensorId};
 
 use crate::device::Gpu;
-use crate::ops::{scratch_bytes, Planned, SCRATCH};
+use crate::ops::{scratch_bytes, Planned, ABSENT, ABSENT_SLOTS, ABSENT_STRIDE, SCRATCH};
 
 /// Bytes this backend allocated for one compiled graph, by purpose.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -109,6 +109,8 @@ pub(crate) struct Shared {
 
 pub(crate) struct Buffers {
     arena: wgpu::Buffer,
+    /// Bound for inputs a kernel variant does not read (`ops::ABSENT`).
+    absent: wgpu::Buffer,
     scratch: Option<wgpu::Buffer>,
     own: HashMap<TensorId, wgpu::Buffer>,
     plan: MemoryPlan,
@@ -141,6 +143,7 @@ impl Buffers {
             0 => None,
             n => Some(create(gpu, "scratch", align_up(n, 4) + 4, USAGE, None)?),
         };
+        let absent = create(gpu, "absent", ABSENT_SLOTS * ABSENT_STRIDE, USAGE, None)?;
         report.arena = arena.size() + scratch.as_ref().map_or(0, |b| b.size());
         let mut own = HashMap::new();
         for t in graph.ids() {
@@ -188,6 +191,7 @@ impl Buffers {
         }
         Ok(Buffers {
             arena,
+            absent,
             scratch,
             own,
             plan,
@@ -197,6 +201,9 @@ impl Buffers {
 
     /// The buffer holding `t`'s root storage and the byte offset of that storage in it.
     pub(crate) fn storage(&self, graph: &Graph, t: TensorId) -> Result<(&wgpu::Buffer, u64)> {
+        if t == ABSENT {
+            return Ok((&self.absent, 0));
+        }
         if t == SCRATCH {
             return self
                 .scratch

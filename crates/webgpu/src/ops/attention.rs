@@ -109,8 +109,8 @@ pub(super) fn flash_attn_ext(
             q.clone(),
             k,
             v,
-            mask.unwrap_or_else(|| q.clone()),
-            sinks.unwrap_or_else(|| q.clone()),
+            mask.unwrap_or_else(|| Operand::absent(0)),
+            sinks.unwrap_or_else(|| Operand::absent(1)),
             dst,
         ];
         return Ok(vec![Dispatch {
@@ -132,8 +132,8 @@ pub(super) fn flash_attn_ext(
             q.clone(),
             k,
             v,
-            mask.unwrap_or_else(|| q.clone()),
-            q.clone(),
+            mask.unwrap_or_else(|| Operand::absent(0)),
+            Operand::absent(1),
             scratch.clone(),
         ],
         op_words: op,
@@ -146,7 +146,7 @@ pub(super) fn flash_attn_ext(
     cop[2] = ctx.items(splits)?;
     let combine = Dispatch {
         key: combine_key(sinks.is_some(), dv),
-        operands: vec![scratch.clone(), sinks.unwrap_or(scratch), dst],
+        operands: vec![scratch, sinks.unwrap_or_else(|| Operand::absent(0)), dst],
         op_words: cop,
         items: ctx.items(rows)?,
         groups: ctx.grid(rows, 1)?,

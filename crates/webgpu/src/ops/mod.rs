@@ -32,6 +32,14 @@ const MAX_GROUPS_PER_DIM: u64 = 65535;
 /// buffer, as large as the largest need, serves every node.
 pub(crate) const SCRATCH: TensorId = TensorId(u32::MAX);
 
+/// The operand id of a small buffer bound where a kernel variant has no such input (no mask, no
+/// sinks, no frequency factors). Binding another operand there instead would bind one range twice
+/// with one binding writable, which browsers (Dawn) reject.
+pub(crate) const ABSENT: TensorId = TensorId(u32::MAX - 1);
+/// Absent slots per dispatch, and their spacing (WebGPU's largest storage offset alignment).
+pub(crate) const ABSENT_SLOTS: u64 = 4;
+pub(crate) const ABSENT_STRIDE: u64 = 256;
+
 /// One storage binding: the bytes of `tensor`'s storage seen as `dtype` through `layout`.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Operand {
@@ -41,6 +49,18 @@ pub(crate) struct Operand {
 }
 
 impl Operand {
+    /// The placeholder of the `slot`-th (0..ABSENT_SLOTS) input of a dispatch that the kernel
+    /// variant does not read: distinct slots of one dispatch never overlap.
+    pub fn absent(slot: u64) -> Operand {
+        let mut layout = Layout::contiguous(DType::F32, [1, 1, 1, 1]).expect("one f32");
+        layout.offset = slot * ABSENT_STRIDE;
+        Operand {
+            tensor: ABSENT,
+            dtype: DType::F32,
+            layout,
+        }
+    }
+
     /// `n` values of `dtype` in the scratch buffer.
     pub fn scratch(dtype: DType, n: u64) -> Result<Operand> {
         Ok(Operand {
@@ -296,6 +316,7 @@ fn check_operand(ctx: &Ctx, o: &Operand) -> Result<()> {
     if !windows::fits(ctx, o) || l.span_bytes(o.dtype) > u64::from(u32::MAX) {
         let name = match o.tensor {
             SCRATCH => "scratch",
+            ABSENT => "absent",
             t => &ctx.graph.node(t).name,
         };
         return Err(ctx.unsupported(format!(

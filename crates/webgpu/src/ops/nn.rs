@@ -176,8 +176,8 @@ pub(super) fn soft_max(ctx: &Ctx, scale: f32, max_bias: f32) -> Result<Vec<Dispa
     let key = soft_max_key(mask.as_ref().map(|m| m.dtype), sinks.is_some());
     let operands = vec![
         a.clone(),
-        mask.unwrap_or_else(|| a.clone()),
-        sinks.unwrap_or_else(|| a.clone()),
+        mask.unwrap_or_else(|| Operand::absent(0)),
+        sinks.unwrap_or_else(|| Operand::absent(1)),
         dst,
     ];
     Ok(vec![per_row(ctx, key, operands, op)?])
@@ -247,7 +247,7 @@ pub(super) fn rope(ctx: &Ctx, p: &RopeParams) -> Result<Vec<Dispatch>> {
     op[8..12].copy_from_slice(&p.sections);
     let key = rope_key(p.mode, ff.is_some(), x.dtype);
     let items = slots * x.layout.nrows();
-    let operands = vec![x.clone(), pos, ff.unwrap_or(x), dst];
+    let operands = vec![x, pos, ff.unwrap_or_else(|| Operand::absent(0)), dst];
     Ok(vec![ctx.per_item(key, operands, op, items)?])
 }
 
