@@ -22,4 +22,4 @@ pub mod ops;
 mod bindings;
 
 pub use engine::{Device, Engine, EngineConfig, WebError};
-pub use ops::{run_ops, OpSummary, ALIASING_OPS, MODEL_OPS};
+pub use ops::{run_ops, OpSummary, MODEL_OPS};

@@ -23,12 +23,6 @@ pub const MODEL_OPS: &[&str] = &[
     "ARGMAX",
 ];
 
-/// The ops of [`MODEL_OPS`] whose cases bind one buffer range twice, once writable (the result
-/// written over its source). Native wgpu allows that; browsers (Dawn) reject the dispatch
-/// ("writable storage buffer binding aliasing"), so these fail in the browser until the kernels
-/// bind an in-place operand once.
-pub const ALIASING_OPS: &[&str] = &["ROPE", "SOFT_MAX", "FLASH_ATTN_EXT"];
-
 /// Counts of one op-table run, and a line per case that neither passed nor was unsupported.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OpSummary {

@@ -10,7 +10,7 @@
 mod common;
 
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
-use wgllm_web::{run_ops, Device, Engine, EngineConfig, ALIASING_OPS, MODEL_OPS};
+use wgllm_web::{run_ops, Device, Engine, EngineConfig, MODEL_OPS};
 
 wasm_bindgen_test_configure!(run_in_browser);
 
@@ -32,28 +32,12 @@ async fn op_cases(ops: &[&str]) -> wgllm_web::OpSummary {
 
 #[wasm_bindgen_test]
 async fn model_op_subset_matches_the_cpu_reference() {
-    let ops: Vec<&str> = MODEL_OPS
-        .iter()
-        .copied()
-        .filter(|o| !ALIASING_OPS.contains(o))
-        .collect();
-    let s = op_cases(&ops).await;
+    let s = op_cases(MODEL_OPS).await;
     assert!(s.problems.is_empty(), "{:#?}", s.problems);
     assert!(s.passed > 50, "{s:?}");
 }
 
-// Run with `--include-ignored` (same command as above) once in-place kernels bind their operand
-// once: Dawn rejects a dispatch binding one range twice with one binding writable.
 #[wasm_bindgen_test]
-#[ignore]
-async fn in_place_op_cases_match_the_cpu_reference() {
-    let s = op_cases(ALIASING_OPS).await;
-    assert!(s.problems.is_empty(), "{:#?}", s.problems);
-}
-
-// Needs the in-place ops above (rope, soft_max, flash attention write over their source).
-#[wasm_bindgen_test]
-#[ignore]
 async fn synthetic_model_greedy_text_equals_the_cpu_backend() {
     let cpu = common::greedy(Device::Cpu, 12).await;
     let gpu = common::greedy(Device::WebGpu, 12).await;
