@@ -7,7 +7,7 @@ use wgllm_core::{DType, Result};
 
 use super::rows::QUANTS;
 use super::{windows, Ctx, Dispatch, Operand};
-use crate::shaders::{Kernel, PipelineKey, VecEpilogue};
+use crate::shaders::{Kernel, PipelineKey, VecEpilogue, OP_WORDS};
 
 /// Invocations per mul_mat workgroup (a power of two: the reduction halves it).
 const WG: u32 = 64;
@@ -43,6 +43,26 @@ fn weight_ok(a: DType) -> bool {
     matches!(a, DType::F32 | DType::F16 | DType::BF16) || QUANTS.contains(&a)
 }
 
+/// The parameter words every matmul kernel shares: K, M (rows of this weight window), N, the
+/// broadcast ratios r2 = b.ne2 / a.ne2 and r3, and a kernel-specific word 5 (tiles per row or
+/// along m; 0 when unused).
+fn product_words(
+    ctx: &Ctx,
+    ea: [u64; 4],
+    eb: [u64; 4],
+    m: u64,
+    w5: u64,
+) -> Result<[u32; OP_WORDS]> {
+    let mut op = [0; OP_WORDS];
+    for (i, v) in [ea[0], m, eb[1], eb[2] / ea[2], eb[3] / ea[3], w5]
+        .into_iter()
+        .enumerate()
+    {
+        op[i] = ctx.items(v)?;
+    }
+    Ok(op)
+}
+
 /// ggml_mul_mat: `srcs = [a, b]`, result `[a.ne1, b.ne1, b.ne2, b.ne3]` in f32.
 pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     let (a, b, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.out());
@@ -54,7 +74,7 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     )?;
     ctx.require_f16(&[a.dtype, b.dtype])?;
     let (ea, eb) = (a.layout.ne, b.layout.ne);
-    let (k, n) = (ea[0], eb[1]);
+    let n = eb[1];
     if unit_path(ctx, &a, &b) {
         return match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
             Some(nc) => mul_mat_vec(ctx, &a, &b, &dst, None, nc),
@@ -70,20 +90,7 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
         let mut d = dst.clone();
         d.layout.ne[0] = m;
         d.layout.offset += w.first_row * d.layout.nb[0];
-        let op = [
-            ctx.items(k)?,
-            ctx.items(m)?,
-            ctx.items(n)?,
-            ctx.items(eb[2] / ea[2])?,
-            ctx.items(eb[3] / ea[3])?,
-            ctx.items(tiles)?,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-        ];
+        let op = product_words(ctx, ea, eb, m, tiles)?;
         out.push(Dispatch {
             key: key(a.dtype, b.dtype),
             operands: vec![w.operand, b.clone(), d],
@@ -187,20 +194,7 @@ pub(super) fn mul_mat_vec_glu(
     }
     let (ea, eb) = (wg.layout.ne, x.layout.ne);
     let m = ea[1];
-    let op = [
-        gate.items(ea[0])?,
-        gate.items(m)?,
-        gate.items(eb[1])?,
-        gate.items(eb[2] / ea[2])?,
-        gate.items(eb[3] / ea[3])?,
-        0,
-        0,
-        0,
-        0,
-        0,
-        0,
-        0,
-    ];
+    let op = product_words(gate, ea, eb, m, 0)?;
     let key = vec_key(wg.dtype, nc, VecEpilogue::Glu { expr }, ea[0] / 32);
     let rpw = match key.kernel {
         Kernel::MulMatVec { rpw, .. } => rpw,
@@ -263,20 +257,7 @@ fn mul_mat_vec(
         let mut d = dst.clone();
         d.layout.ne[0] = m;
         d.layout.offset += w.first_row * d.layout.nb[0];
-        let op = [
-            ctx.items(ea[0])?,
-            ctx.items(m)?,
-            ctx.items(eb[1])?,
-            ctx.items(eb[2] / ea[2])?,
-            ctx.items(eb[3] / ea[3])?,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-        ];
+        let op = product_words(ctx, ea, eb, m, 0)?;
         let mut operands = vec![w.operand, b.clone()];
         if let Some(r) = residual {
             let mut r = r.clone();
@@ -314,20 +295,7 @@ fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<V
         d.layout.ne[0] = m;
         d.layout.offset += w.first_row * d.layout.nb[0];
         let (tiles_m, tiles_n) = (m.div_ceil(64), eb[1].div_ceil(64));
-        let op = [
-            ctx.items(ea[0])?,
-            ctx.items(m)?,
-            ctx.items(eb[1])?,
-            ctx.items(eb[2] / ea[2])?,
-            ctx.items(eb[3] / ea[3])?,
-            ctx.items(tiles_m)?,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-        ];
+        let op = product_words(ctx, ea, eb, m, tiles_m)?;
         out.push(Dispatch {
             key: tiled_key(a.dtype),
             operands: vec![w.operand, b.clone(), d],

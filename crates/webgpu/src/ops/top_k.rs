@@ -14,38 +14,14 @@ const MAX_K: u32 = 64;
 /// Values per workgroup of a long row's first stage.
 const CHUNK: u64 = 2048;
 
-fn top_k_key(src: DType, k: u32, argmax: bool) -> PipelineKey {
+fn select_key(src: DType, k: u32, argmax: bool, stage: TopKStage) -> PipelineKey {
+    let dtypes = match stage {
+        TopKStage::Merge => vec![DType::I32, src, DType::I32],
+        _ => vec![src, DType::I32],
+    };
     PipelineKey {
-        kernel: Kernel::TopK {
-            k,
-            argmax,
-            stage: TopKStage::Whole,
-        },
-        dtypes: vec![src, DType::I32],
-        wg: WG_SELECT,
-    }
-}
-
-fn chunks_key(src: DType, k: u32, argmax: bool) -> PipelineKey {
-    PipelineKey {
-        kernel: Kernel::TopK {
-            k,
-            argmax,
-            stage: TopKStage::Chunks,
-        },
-        dtypes: vec![src, DType::I32],
-        wg: WG_SELECT,
-    }
-}
-
-fn merge_key(src: DType, k: u32, argmax: bool) -> PipelineKey {
-    PipelineKey {
-        kernel: Kernel::TopK {
-            k,
-            argmax,
-            stage: TopKStage::Merge,
-        },
-        dtypes: vec![DType::I32, src, DType::I32],
+        kernel: Kernel::TopK { k, argmax, stage },
+        dtypes,
         wg: WG_SELECT,
     }
 }
@@ -64,7 +40,7 @@ fn select(ctx: &Ctx, k: u32, argmax: bool) -> Result<Vec<Dispatch>> {
     let n = a.layout.ne[0];
     if n <= 2 * CHUNK {
         return Ok(vec![Dispatch {
-            key: top_k_key(a.dtype, k, argmax),
+            key: select_key(a.dtype, k, argmax, TopKStage::Whole),
             operands: vec![a, dst],
             op_words: [0; OP_WORDS],
             items: ctx.items(rows)?,
@@ -78,14 +54,14 @@ fn select(ctx: &Ctx, k: u32, argmax: bool) -> Result<Vec<Dispatch>> {
     op[1] = ctx.items(CHUNK)?;
     Ok(vec![
         Dispatch {
-            key: chunks_key(a.dtype, k, argmax),
+            key: select_key(a.dtype, k, argmax, TopKStage::Chunks),
             operands: vec![a.clone(), scratch.clone()],
             op_words: op,
             items: ctx.items(rows)?,
             groups: ctx.grid(rows * chunks, 1)?,
         },
         Dispatch {
-            key: merge_key(a.dtype, k, argmax),
+            key: select_key(a.dtype, k, argmax, TopKStage::Merge),
             operands: vec![scratch, a, dst],
             op_words: op,
             items: ctx.items(rows)?,
@@ -107,14 +83,13 @@ pub(super) fn top_k(ctx: &Ctx, k: u32) -> Result<Vec<Dispatch>> {
 #[cfg(test)]
 pub(super) fn keys() -> Vec<PipelineKey> {
     let mut keys = Vec::new();
+    let stages = [TopKStage::Whole, TopKStage::Chunks, TopKStage::Merge];
     for t in [DType::F32, DType::F16, DType::BF16] {
-        keys.push(top_k_key(t, 1, true));
-        keys.push(chunks_key(t, 1, true));
-        keys.push(merge_key(t, 1, true));
-        for k in [1, 5, 40, MAX_K] {
-            keys.push(top_k_key(t, k, false));
-            keys.push(chunks_key(t, k, false));
-            keys.push(merge_key(t, k, false));
+        for stage in stages {
+            keys.push(select_key(t, 1, true, stage));
+            for k in [1, 5, 40, MAX_K] {
+                keys.push(select_key(t, k, false, stage));
+            }
         }
     }
     keys
