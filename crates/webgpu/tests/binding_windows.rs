@@ -144,8 +144,9 @@ fn a_split_is_several_dispatches_over_one_weight_buffer() {
     let per = (LIMIT - align - 4 - 102) / 102 + 1;
     assert_eq!(exe.dispatch_count() as u64, 331u64.div_ceil(per));
     assert!(exe.dispatch_count() > 1);
-    // The weight is uploaded once, whole; windows are binding ranges of it.
-    assert_eq!(exe.memory_report().weights, 33764);
+    // The weight is uploaded once, whole (33762 bytes, padded to words, plus the one word of
+    // slack block decoders may read past the end); windows are binding ranges of it.
+    assert_eq!(exe.memory_report().weights, 33764 + 4);
 }
 
 #[test]
