@@ -6,45 +6,10 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Command, Output};
 
-fn wgllm(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_wgllm"));
-    c.args(args)
-        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
-        .env_remove("HF_ENDPOINT")
-        .env_remove("HF_TOKEN");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("the wgllm binary runs")
-}
+mod common;
 
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).to_string()
-}
-
-/// A per-test scratch directory (also the XDG cache), removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!("wgllm-cli-hf-{}-{tag}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).to_str().unwrap().to_string()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{assert_one_error_line, text, tiny, wgllm, Scratch};
 
 /// Serves `bytes` at `path` (HEAD and GET, no ranges) and 404 elsewhere; returns the endpoint.
 fn serve(path: &'static str, bytes: Vec<u8>) -> String {
@@ -82,32 +47,13 @@ fn serve(path: &'static str, bytes: Vec<u8>) -> String {
     endpoint
 }
 
-fn tiny(s: &Scratch) -> Vec<u8> {
-    let path = s.path("tiny.gguf");
-    let o = wgllm(
-        &["synth", "--preset", "tiny", "--dtype", "q8_0", "-o", &path],
-        &[],
-    );
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    std::fs::read(path).unwrap()
-}
-
-/// Exactly one line on stderr starting with `error: ` and containing `want`; exit code 1.
-fn assert_one_error_line(o: &Output, want: &str) {
-    assert_eq!(o.status.code(), Some(1), "stderr: {}", text(&o.stderr));
-    let err = text(&o.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].contains(want), "expected '{want}' in: {err}");
-}
-
 const SPEC: &str = "hf:test-org/tiny-GGUF/tiny.gguf";
 const RESOLVE: &str = "/test-org/tiny-GGUF/resolve/main/tiny.gguf";
 
 #[test]
 fn hf_models_are_downloaded_once_then_used_from_the_cache() {
     let s = Scratch::new("dl");
-    let endpoint = serve(RESOLVE, tiny(&s));
+    let endpoint = serve(RESOLVE, std::fs::read(tiny(&s)).unwrap());
     let cache = s.path("cache");
     let tokenize = |endpoint: &str| {
         wgllm(
@@ -131,10 +77,10 @@ fn hf_models_are_downloaded_once_then_used_from_the_cache() {
         "{}",
         text(&o.stderr)
     );
-    assert!(s
-        .0
-        .join("cache/wgllm/models/hf/test-org/tiny-GGUF/main/tiny.gguf")
-        .is_file());
+    assert!(std::path::Path::new(
+        &s.path("cache/wgllm/models/hf/test-org/tiny-GGUF/main/tiny.gguf")
+    )
+    .is_file());
     // From the cache: nothing listens on port 1.
     let o = tokenize("http://127.0.0.1:1");
     assert!(o.status.success(), "{}", text(&o.stderr));

@@ -2,66 +2,9 @@
 //! synthetic model: it generates on both backends, and every bad input gives one `error:` line and
 //! a non-zero exit.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-fn wgllm(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_wgllm"));
-    c.args(args).env("XDG_RUNTIME_DIR", std::env::temp_dir());
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().expect("the wgllm binary runs")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).to_string()
-}
-
-/// A per-test scratch directory, removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let p = std::env::temp_dir().join(format!("wgllm-cli-models-{}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-    fn path(&self, name: &str) -> String {
-        self.0.join(name).to_str().unwrap().to_string()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn tiny(s: &Scratch) -> String {
-    let path = s.path("tiny.gguf");
-    let o = wgllm(
-        &["synth", "--preset", "tiny", "--dtype", "q8_0", "-o", &path],
-        &[],
-    );
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    path
-}
-
-/// Exactly one line on stderr, starting with `error: ` and containing `want`; exit code 1.
-fn assert_one_error_line(o: &Output, want: &str) {
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "stdout: {}\nstderr: {}",
-        text(&o.stdout),
-        text(&o.stderr)
-    );
-    let err = text(&o.stderr);
-    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("error: ")).collect();
-    assert_eq!(lines.len(), 1, "{err}");
-    assert!(lines[0].contains(want), "expected '{want}' in: {err}");
-}
+use common::{assert_one_error_line, text, tiny, wgllm, Scratch};
 
 #[test]
 fn greedy_generation_is_identical_on_cpu_and_webgpu() {
