@@ -10,6 +10,7 @@ mod cases;
 mod fuse_cases;
 mod nn_cases;
 pub mod perf;
+mod perf_cases;
 mod reduce_cases;
 mod seq_cases;
 mod shape_cases;
@@ -19,6 +20,7 @@ use web_time::{Duration, Instant};
 use wgllm_core::{Backend, DType, Error, Graph, Result, TensorId};
 
 pub use cases::cases;
+pub use perf_cases::{large_cases, LargeCase, COPY_CASE};
 
 /// A deterministic pseudo-random generator (SplitMix64): the same case gets the same data on
 /// every run and machine.

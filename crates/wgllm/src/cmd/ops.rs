@@ -6,8 +6,9 @@ use std::io::Write;
 use anyhow::{bail, Result};
 use clap::Args as ClapArgs;
 use wgllm_cpu::CpuBackend;
+use wgllm_webgpu::testing::perf::Perf;
 use wgllm_webgpu::testing::perf::{time_case, time_case_webgpu};
-use wgllm_webgpu::testing::{cases, run_case, Outcome};
+use wgllm_webgpu::testing::{cases, large_cases, run_case, Case, Outcome, COPY_CASE};
 
 use super::backend::{BackendArgs, OpenedBackend};
 
@@ -22,6 +23,12 @@ pub struct Args {
     /// the host clock around back-to-back runs).
     #[arg(long)]
     pub perf: bool,
+    /// Instead of the op table, time issue 6's benchmark shapes (mat-vec per weight type at
+    /// Llama-8B sizes, f16 mat-mat at 4096³ and prefill sizes, decode attention over 4k/32k
+    /// keys), each reported as GB/s and as a fraction of a 256 MiB copy's GB/s in the same run.
+    /// The mat-vec and attention shapes are first checked against the CPU reference.
+    #[arg(long)]
+    pub large: bool,
     /// Runs timed per case with --perf.
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
@@ -43,6 +50,9 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
             _ => "host clock (back-to-back runs, then a read)",
         };
         writeln!(out, "timing: {clock}")?;
+    }
+    if args.large {
+        return run_large(args, &opened, out);
     }
     let filter = args.filter.as_deref().map(str::to_lowercase);
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
@@ -74,12 +84,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         };
         let perf = match (&r.outcome, args.perf) {
             (Outcome::Pass { .. }, true) => {
-                let seed = args.seed + i as u64;
-                let timed = match &opened {
-                    OpenedBackend::WebGpu(g) => time_case_webgpu(g, case, seed, args.reps),
-                    OpenedBackend::Cpu(_) => time_case(backend, case, seed, args.reps),
-                };
-                match timed {
+                match time(&opened, case, args.seed + i as u64, args.reps) {
                     Ok(p) if p.flops > 0 => format!(
                         " | {:.1} us, {:.3} GB/s, {:.3} GFLOP/s",
                         p.seconds * 1e6,
@@ -105,6 +110,85 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     )?;
     if failed > 0 {
         bail!("{failed} op cases failed");
+    }
+    Ok(())
+}
+
+fn time(opened: &OpenedBackend, case: &Case, seed: u64, reps: usize) -> wgllm_core::Result<Perf> {
+    match opened {
+        OpenedBackend::WebGpu(g) => time_case_webgpu(g, case, seed, reps),
+        OpenedBackend::Cpu(_) => time_case(opened.as_dyn(), case, seed, reps),
+    }
+}
+
+/// `--large`: the benchmark shapes, the copy first so every later line has its fraction.
+fn run_large(args: &Args, opened: &OpenedBackend, out: &mut impl Write) -> Result<()> {
+    let filter = args.filter.as_deref().map(str::to_lowercase);
+    let mut copy_gbps = None;
+    let mut failed = 0;
+    writeln!(
+        out,
+        "| case | check | us | GB/s | of copy | GFLOP/s |\n|---|---|---:|---:|---:|---:|"
+    )?;
+    for (i, large) in large_cases().iter().enumerate() {
+        let case = &large.case;
+        let is_copy = case.name == COPY_CASE;
+        if !is_copy
+            && filter
+                .as_ref()
+                .is_some_and(|f| !case.name.to_lowercase().contains(f))
+        {
+            continue;
+        }
+        let seed = args.seed + i as u64;
+        let check = match large.check {
+            false => "-".to_string(),
+            true => match run_case(&CpuBackend, opened.as_dyn(), case, seed).outcome {
+                Outcome::Pass { nmse } => format!("nmse {nmse:.1e}"),
+                other => {
+                    failed += 1;
+                    writeln!(out, "| {} | {other:?} | | | | |", case.name)?;
+                    continue;
+                }
+            },
+        };
+        let p = match time(opened, case, seed, args.reps) {
+            Ok(p) => p,
+            Err(e) => {
+                writeln!(
+                    out,
+                    "| {} | {check} | timing failed: {e} | | | |",
+                    case.name
+                )?;
+                continue;
+            }
+        };
+        if is_copy {
+            copy_gbps = Some(p.gbps());
+        }
+        let of_copy = copy_gbps.map_or("-".into(), |c| format!("{:.2}", p.gbps() / c));
+        let gflops = match p.flops {
+            0 => "-".to_string(),
+            _ => format!("{:.0}", p.gflops()),
+        };
+        writeln!(
+            out,
+            "| {} | {check} | {:.1} | {:.0} | {of_copy} | {gflops} |",
+            case.name,
+            p.seconds * 1e6,
+            p.gbps()
+        )?;
+    }
+    writeln!(
+        out,
+        "clock: {}",
+        match opened {
+            OpenedBackend::WebGpu(g) if g.capabilities().timestamp_query => "GPU timestamps",
+            _ => "host clock",
+        }
+    )?;
+    if failed > 0 {
+        bail!("{failed} benchmark shapes disagree with the CPU reference");
     }
     Ok(())
 }

@@ -1,0 +1,116 @@
+//! The large shapes of issue 6's kernel benchmarks, for `wgllm ops --large`: a plain copy (the
+//! bandwidth reference every other figure is a fraction of), quantized mat-vec at a Llama-8B
+//! layer's shapes, f16 mat-mat at 4096³ and prefill shapes, and decode attention over long caches.
+//!
+//! The op table checks correctness on small shapes; these cases exist to be timed. Each says
+//! whether it is also compared with the CPU reference ([`LargeCase::check`]): the mat-vec and
+//! attention cases are (cheap on the CPU), the mat-mat ones (tens of GFLOP) and the copy are not.
+//! Big operands are states (written once before the timed runs), not per-run inputs.
+
+use bytes::Bytes;
+use wgllm_core::{DType, Graph, Result};
+
+use super::cases::{case, input, F32_MATH, MATMUL};
+use super::{random_bytes, Built, Case};
+
+/// One benchmark shape.
+pub struct LargeCase {
+    pub case: Case,
+    /// Whether to compare with the CPU reference before timing.
+    pub check: bool,
+}
+
+/// Name of the copy case whose GB/s the others are reported against.
+pub const COPY_CASE: &str = "COPY f32 256 MiB";
+
+/// Weight dtypes of the mat-vec benchmark (issue 6's list).
+const MAT_VEC_DTYPES: [DType; 7] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q4_K,
+    DType::Q6_K,
+    DType::Q8_0,
+    DType::F16,
+];
+
+/// The copy first, then mat-vec, mat-mat and attention.
+pub fn large_cases() -> Vec<LargeCase> {
+    let mut out = vec![LargeCase {
+        case: case("CPY", COPY_CASE.into(), 0.0, |g, rng| {
+            let n = 64 << 20;
+            let mut b = Built::default();
+            let s = g.state("src", DType::F32, [n, 1, 1, 1])?;
+            b.states
+                .push((s, random_bytes(rng, DType::F32, n, -1.0, 1.0)?));
+            let r = g.cont(s, DType::F32)?;
+            g.mark_output(r)?;
+            Ok(b)
+        }),
+        check: false,
+    }];
+    // (k, m): attention output / q projection, the ffn up/gate, the ffn down of Llama 3.1 8B.
+    for wt in MAT_VEC_DTYPES {
+        for (k, m) in [(4096, 4096), (4096, 14336), (14336, 4096)] {
+            out.push(LargeCase {
+                case: mat_case(wt, k, m, 1),
+                check: true,
+            });
+        }
+    }
+    for (k, m, n) in [(4096, 4096, 4096), (4096, 4096, 512), (4096, 14336, 512)] {
+        out.push(LargeCase {
+            case: mat_case(DType::F16, k, m, n),
+            check: false,
+        });
+    }
+    for n_kv in [4096, 32768] {
+        out.push(LargeCase {
+            case: attn_case(n_kv),
+            check: true,
+        });
+    }
+    out
+}
+
+/// `w [k, m] × x [k, n]` with random weights of `wt`.
+fn mat_case(wt: DType, k: u64, m: u64, n: u64) -> Case {
+    let name = format!("MUL_MAT {wt} x f32 k={k} m={m} n={n}");
+    case("MUL_MAT", name, MATMUL, move |g, rng| {
+        let mut b = Built::default();
+        let data = random_bytes(rng, wt, k * m, -1.0, 1.0)?;
+        let w = g.weight("w", wt, [k, m, 1, 1], Bytes::from(data))?;
+        let x = input(g, rng, &mut b, DType::F32, [k, n, 1, 1], -1.0, 1.0)?;
+        let r = g.mul_mat(w, x)?;
+        g.mark_output(r)?;
+        Ok(b)
+    })
+}
+
+/// One decode query (32 heads of 128) over an f16 cache of `n_kv` keys and 8 KV heads, with a
+/// causal mask (all visible), as Llama 3.1 8B's decode step at position `n_kv`.
+fn attn_case(n_kv: u64) -> Case {
+    let name = format!("FLASH_ATTN_EXT f16 d=128 n_q=1 n_kv={n_kv} heads 32/8");
+    case(
+        "FLASH_ATTN_EXT",
+        name,
+        F32_MATH,
+        move |g: &mut Graph, rng| {
+            let mut b = Built::default();
+            let q = input(g, rng, &mut b, DType::F32, [128, 1, 32, 1], -1.0, 1.0)?;
+            let mut cache = |name: &str, g: &mut Graph| -> Result<_> {
+                let t = g.state(name, DType::F16, [128, n_kv, 8, 1])?;
+                b.states
+                    .push((t, random_bytes(rng, DType::F16, 128 * n_kv * 8, -1.0, 1.0)?));
+                Ok(t)
+            };
+            let k = cache("k", g)?;
+            let v = cache("v", g)?;
+            let mask = g.input("mask", DType::F16, [n_kv, 2, 1, 1])?;
+            b.inputs.push((mask, vec![0; 2 * n_kv as usize * 2]));
+            let r = g.flash_attn_ext(q, k, v, Some(mask), None, 0.088, 0.0, 0.0)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    )
+}
