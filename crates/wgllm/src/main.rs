@@ -17,6 +17,7 @@ mod cmd;
         wgllm run --chat -p \"What is the capital of France?\"   (default model, pulled on first use)\n  \
         wgllm run -m model.gguf -p \"Once upon a time\" -n 64 --temp 0\n  \
         wgllm devices\n  \
+        wgllm web --port 8080                                  (the chat page in a browser)\n  \
         wgllm info model.gguf\n  \
         wgllm gguf dequant model.gguf output_norm.weight --rows 2\n\n\
         Run `wgllm help <COMMAND>` for the details of one command."

@@ -18,6 +18,7 @@ pub mod run;
 pub mod serve;
 pub mod synth;
 pub mod tokenize;
+pub mod web;
 
 /// Every `wgllm` subcommand.
 #[derive(Subcommand)]
@@ -51,6 +52,8 @@ pub enum Command {
     Pull(pull::Args),
     /// List the WebGPU adapters (GPUs, software rasterizers) with features and limits.
     Devices(devices::Args),
+    /// Serve the browser chat page (web/, built by web/build.sh) and the model cache as /models/.
+    Web(web::Args),
 }
 
 impl Command {
@@ -70,6 +73,7 @@ impl Command {
             Command::Serve(args) => serve::run(&args, &mut out)?,
             Command::Pull(args) => pull::run(&args, &mut out)?,
             Command::Devices(args) => devices::run(&args, &mut out)?,
+            Command::Web(args) => web::run(&args, &mut out)?,
         }
         out.flush()?;
         Ok(())
