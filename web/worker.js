@@ -1,0 +1,111 @@
+// The engine's thread: a dedicated module worker that owns wgllm-web's WebEngine, so compiling
+// kernels, uploading weights and generating never block the page. Requests run one at a time, in
+// the order they arrive.
+//
+// page → worker: {type: 'load', url} | {type: 'load', file} | {type: 'generate', text, maxTokens}
+// worker → page: {type: 'ready', adapter}
+//                {type: 'progress', loaded, total}       bytes of the model read so far
+//                {type: 'compiling'}                     every byte read; building the model
+//                {type: 'loaded', summary, seconds}
+//                {type: 'token', piece}                  streamed text
+//                {type: 'done', result}                  {text, promptTokens, generatedTokens,
+//                                                         promptTps, generateTps, stop}
+//                {type: 'error', where, message}
+import init, { WebEngine } from './pkg/wgllm_web.js';
+
+const post = (type, data = {}) => postMessage({ type, ...data });
+const text = (e) => (e && e.message ? e.message : String(e));
+
+// Progress messages at most every 100 ms (a response arrives in thousands of chunks).
+function progress() {
+  let last = 0;
+  return (loaded, total, force = false) => {
+    const now = performance.now();
+    if (force || now - last >= 100) {
+      last = now;
+      post('progress', { loaded, total });
+    }
+  };
+}
+
+// Reads a response or file stream into one buffer (for the engine's `load(bytes)`).
+async function readAll(stream, total, report) {
+  const reader = stream.getReader();
+  const parts = [];
+  let got = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    parts.push(value);
+    got += value.length;
+    report(got, total);
+  }
+  report(got, total, true);
+  const bytes = new Uint8Array(got);
+  let at = 0;
+  for (const p of parts) {
+    bytes.set(p, at);
+    at += p.length;
+  }
+  return bytes;
+}
+
+async function open() {
+  await init();
+  const engine = await WebEngine.open('webgpu', 1024);
+  // wgpu reports only the browser's adapter description (often empty): add vendor and
+  // architecture from the browser itself.
+  const info = (await navigator.gpu.requestAdapter())?.info;
+  post('ready', {
+    adapter: [engine.adapter(), info && `${info.vendor} ${info.architecture}`]
+      .filter(Boolean).join(' · '),
+  });
+  return engine;
+}
+
+async function load(engine, { url, file }) {
+  const t0 = performance.now();
+  let stream;
+  let total;
+  if (file) {
+    stream = file.stream();
+    total = file.size;
+  } else {
+    const r = await fetch(url);
+    if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+    stream = r.body;
+    total = Number(r.headers.get('content-length')) || 0;
+  }
+  const report = progress();
+  const bytes = await readAll(stream, total, report);
+  post('compiling');
+  const summary = engine.load(bytes);
+  post('loaded', { summary, seconds: (performance.now() - t0) / 1000 });
+}
+
+async function generate(engine, { text: prompt, maxTokens }) {
+  const result = await engine.generate(prompt, true, maxTokens, 0, (piece) => {
+    post('token', { piece });
+    return true;
+  });
+  post('done', { result });
+}
+
+const opened = open();
+let queue = opened.catch((e) => post('error', { where: 'opening WebGPU', message: text(e) }));
+const handlers = { load: [load, 'loading'], generate: [generate, 'generating'] };
+
+onmessage = ({ data }) => {
+  const [run, where] = handlers[data.type] || [];
+  if (!run) {
+    post('error', { where: 'worker', message: `unknown request '${data.type}'` });
+    return;
+  }
+  queue = queue.then(async () => {
+    try {
+      await run(await opened, data);
+    } catch (e) {
+      post('error', { where, message: text(e) });
+    }
+  });
+};
