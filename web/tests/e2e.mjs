@@ -84,6 +84,10 @@ try {
   const genS = await until((s) => s.last, 'generating');
   console.log(`loaded in ${loadS.toFixed(1)} s, answered in ${genS.toFixed(1)} s; ` +
     `the page answered within ${slowest} ms throughout; ${partial.size} partial replies seen`);
+  const workers = page.workers().map((w) => w.url());
+  if (!workers.some((u) => u.endsWith('/worker.js'))) {
+    throw new Error(`the engine's worker is not running (workers: ${JSON.stringify(workers)})`);
+  }
   if (slowest > responsiveMs) {
     throw new Error(`the page did not answer for ${slowest} ms while the worker ran`);
   }
