@@ -102,6 +102,22 @@ pub enum GgufError {
     /// A tensor that does not belong to this file.
     #[error("tensor {name:?} does not belong to this file")]
     ForeignTensor { name: String },
+    /// Tensor data of a file that was streamed past, not kept.
+    #[error("tensor {name:?}: the file was streamed and its tensor data is not held in memory")]
+    NotHeld { name: String },
+    /// A stream that gave more or fewer bytes than it announced.
+    #[error("the stream gave {got} bytes{}, but announced {announced}", if *.ended { "" } else { " so far" })]
+    StreamLength {
+        announced: u64,
+        got: u64,
+        ended: bool,
+    },
+    /// A stream used after it returned an error.
+    #[error("the GGUF stream already failed; start a new one")]
+    StreamFailed,
+    /// A header that would take more memory than a streamed load allows.
+    #[error("the GGUF header needs more than {max} bytes (at offset {need}): too large to buffer while streaming")]
+    HeaderTooLarge { need: u64, max: u64 },
     /// A metadata key that is absent.
     #[error("metadata key {key:?} is missing")]
     MissingKey { key: String },

@@ -68,10 +68,14 @@ impl TensorInfo {
     }
 }
 
-/// A parsed GGUF file. Metadata keeps file order; tensor data stays in the shared bytes.
+/// A parsed GGUF file. Metadata keeps file order; tensor data stays in the shared bytes, or is
+/// not held at all when the file was streamed past ([`crate::GgufStream`]): then only the
+/// header is here and [`GgufFile::tensor_data`] refuses.
 #[derive(Clone, Debug)]
 pub struct GgufFile {
-    bytes: Bytes,
+    /// The whole file; `None` when streamed.
+    bytes: Option<Bytes>,
+    file_len: u64,
     version: u32,
     metadata: IndexMap<String, Value>,
     tensors: Vec<TensorInfo>,
@@ -104,15 +108,33 @@ impl GgufFile {
     /// Parses a whole GGUF file held in `bytes` (tests, the browser, data read from a network).
     pub fn from_bytes(bytes: Bytes) -> Result<GgufFile> {
         let h = reader::parse(&bytes)?;
-        Ok(GgufFile {
+        let file_len = bytes.len() as u64;
+        Ok(GgufFile::from_header(h, Some(bytes), file_len))
+    }
+
+    /// The file of header `h`, with the file's bytes if they are held.
+    pub(crate) fn from_header(h: reader::Header, bytes: Option<Bytes>, file_len: u64) -> GgufFile {
+        GgufFile {
             bytes,
+            file_len,
             version: h.version,
             metadata: h.metadata,
             tensors: h.tensors,
             index: h.index,
             alignment: h.alignment,
             data_offset: h.data_offset,
-        })
+        }
+    }
+
+    /// Sets the length of a streamed file once its stream has ended.
+    pub(crate) fn set_file_len(&mut self, len: u64) {
+        self.file_len = len;
+    }
+
+    /// Whether the tensor data is held ([`GgufFile::open`], [`GgufFile::from_bytes`]) rather than
+    /// streamed past ([`crate::GgufStream`]).
+    pub fn holds_tensor_data(&self) -> bool {
+        self.bytes.is_some()
     }
 
     /// The file's format version (2 or 3).
@@ -130,9 +152,10 @@ impl GgufFile {
         self.data_offset
     }
 
-    /// Size of the whole file in bytes.
+    /// Size of the whole file in bytes (of a streamed file: the length announced, or the bytes
+    /// fed so far while the stream has not ended).
     pub fn file_len(&self) -> u64 {
-        self.bytes.len() as u64
+        self.file_len
     }
 
     /// All metadata, in file order.
@@ -150,28 +173,32 @@ impl GgufFile {
         self.index.get(name).and_then(|&i| self.tensors.get(i))
     }
 
-    /// File byte range of `t`'s data; fails when `t` is not one of this file's tensors.
-    fn range(&self, t: &TensorInfo) -> Result<std::ops::Range<usize>> {
+    /// The file's bytes and the byte range of `t`'s data in them; fails when `t` is not one of
+    /// this file's tensors or the file was streamed.
+    fn range(&self, t: &TensorInfo) -> Result<(&Bytes, std::ops::Range<usize>)> {
         if self.tensor(&t.name) != Some(t) {
             return Err(GgufError::ForeignTensor {
                 name: t.name.clone(),
             });
         }
+        let bytes = self.bytes.as_ref().ok_or_else(|| GgufError::NotHeld {
+            name: t.name.clone(),
+        })?;
         // Validated at parse time: `data_offset + offset + size <= file_len`, a usize.
         let start = (self.data_offset + t.offset) as usize;
-        Ok(start..start + t.size as usize)
+        Ok((bytes, start..start + t.size as usize))
     }
 
     /// The raw bytes of tensor `t`.
     pub fn tensor_data(&self, t: &TensorInfo) -> Result<&[u8]> {
-        let r = self.range(t)?;
-        Ok(&self.bytes[r])
+        let (bytes, r) = self.range(t)?;
+        Ok(&bytes[r])
     }
 
     /// The raw bytes of tensor `t` as [`Bytes`] sharing the file's storage (no copy).
     pub fn tensor_bytes(&self, t: &TensorInfo) -> Result<Bytes> {
-        let r = self.range(t)?;
-        Ok(self.bytes.slice(r))
+        let (bytes, r) = self.range(t)?;
+        Ok(bytes.slice(r))
     }
 
     /// The value of metadata key `key`.

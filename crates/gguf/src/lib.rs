@@ -10,16 +10,22 @@
 //! truncated, corrupt or hostile file is an error, never a panic or a huge allocation. Tensor data
 //! comes out as `&[u8]` or as [`bytes::Bytes`] sharing the mapping, without copies.
 //!
+//! [`GgufStream`] reads a file from chunks as they arrive (a browser's `fetch` body): the same
+//! parser and checks, the header buffered until complete, then each tensor's data handed on in
+//! pieces and not kept.
+//!
 //! [`GgufWriter`] writes v3 files, for tests and synthetic models.
 
 mod error;
 mod file;
 mod reader;
+mod stream;
 mod value;
 mod writer;
 
 pub use error::GgufError;
 pub use file::{GgufFile, TensorInfo};
+pub use stream::{GgufStream, StreamEvent, MAX_STREAMED_HEADER};
 pub use value::{Array, Value, ValueType};
 pub use writer::GgufWriter;
 

@@ -7,6 +7,12 @@
 //! 24-byte `String`, a 12-byte empty array a 32-byte [`Array`]), so a hostile file cannot make the
 //! reader allocate much more than its own size; arrays nest at most [`MAX_ARRAY_DEPTH`] deep, so
 //! recursion is bounded too.
+//!
+//! One parser serves the whole-file reader ([`parse`]) and the streaming one
+//! ([`crate::GgufStream`]): [`HeaderParser`] parses item by item (the preamble, each metadata
+//! pair, each tensor info) from the bytes available so far. An item that runs past them is not
+//! an error while the file goes on: the parser keeps what it has and says how many bytes the
+//! item needs, and parses it again from its start once they are there.
 
 use std::collections::HashMap;
 
@@ -35,10 +41,16 @@ pub(crate) struct Header {
     pub data_offset: u64,
 }
 
-/// A position in the file being parsed.
+/// A position in the file being parsed, of which the first `buf.len()` bytes are at hand.
 struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// Length of the whole file (`u64::MAX` while a stream has not said): counts and lengths
+    /// are checked against it, and reading past it is [`GgufError::Truncated`].
+    len: u64,
+    /// Set when a read went past `buf` but not past the file: the file offset the read needs.
+    /// The error returned then only unwinds the item being parsed.
+    short: Option<u64>,
 }
 
 impl<'a> Cursor<'a> {
@@ -46,21 +58,29 @@ impl<'a> Cursor<'a> {
         self.pos as u64
     }
 
+    /// Bytes of the file after the cursor, at hand or not.
     fn remaining(&self) -> u64 {
-        (self.buf.len() - self.pos) as u64
+        self.len.saturating_sub(self.offset())
     }
 
     /// The next `n` bytes.
     fn take(&mut self, n: u64, what: &'static str) -> Result<&'a [u8]> {
+        let offset = self.offset();
+        let truncated = |have| GgufError::Truncated {
+            what,
+            offset,
+            need: n,
+            have,
+        };
         if n > self.remaining() {
-            return Err(GgufError::Truncated {
-                what,
-                offset: self.offset(),
-                need: n,
-                have: self.remaining(),
-            });
+            return Err(truncated(self.remaining()));
         }
-        // `n <= remaining`, which is a usize, so the cast is exact.
+        let at_hand = (self.buf.len() - self.pos) as u64;
+        if n > at_hand {
+            self.short = Some(offset + n);
+            return Err(truncated(at_hand));
+        }
+        // `n <= at_hand`, which is a usize, so the cast is exact.
         let end = self.pos + n as usize;
         let bytes = &self.buf[self.pos..end];
         self.pos = end;
@@ -272,68 +292,145 @@ fn alignment(metadata: &IndexMap<String, Value>) -> Result<u64> {
     Ok(a.into())
 }
 
-/// Parses and validates the header of the GGUF file `buf` (the whole file: tensor extents are
-/// checked against its length).
-pub(crate) fn parse(buf: &[u8]) -> Result<Header> {
-    let mut c = Cursor { buf, pos: 0 };
-    if buf.len() < MAGIC.len() && !MAGIC.starts_with(buf) {
-        return Err(GgufError::BadMagic {
-            found: buf.to_vec(),
-        });
-    }
-    let magic = c.take(4, "magic")?;
-    if magic != MAGIC {
-        return Err(GgufError::BadMagic {
-            found: magic.to_vec(),
-        });
-    }
-    let version = c.u32("version")?;
-    match version {
-        2 | 3 => {}
-        1 => {
-            return Err(GgufError::UnsupportedVersion {
-                version,
-                why: "GGUF v1 used 32-bit counts and lengths; convert the file to v3 with a current llama.cpp",
-            })
+/// Where a [`HeaderParser`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Magic, version and the two counts.
+    Preamble,
+    /// This many metadata pairs left.
+    Metadata(u64),
+    /// This many tensor infos left.
+    Tensors(u64),
+    Done,
+}
+
+/// The header parsed item by item from the first bytes of a file (see the module docs).
+pub(crate) struct HeaderParser {
+    stage: Stage,
+    /// File offset where the next item starts.
+    pos: usize,
+    version: u32,
+    tensor_count: u64,
+    metadata: IndexMap<String, Value>,
+    tensors: Vec<TensorInfo>,
+    index: HashMap<String, usize>,
+}
+
+impl HeaderParser {
+    pub(crate) fn new() -> HeaderParser {
+        HeaderParser {
+            stage: Stage::Preamble,
+            pos: 0,
+            version: 0,
+            tensor_count: 0,
+            metadata: IndexMap::new(),
+            tensors: Vec::new(),
+            index: HashMap::new(),
         }
-        v if matches!(v.swap_bytes(), 2 | 3) => {
-            return Err(GgufError::UnsupportedVersion {
-                version,
-                why: "this looks like a big-endian GGUF file, only little-endian files are supported",
-            })
-        }
-        _ => {
-            return Err(GgufError::UnsupportedVersion {
-                version,
-                why: "only versions 2 and 3 are supported",
-            })
-        }
-    }
-    let tensors_at = c.offset();
-    let tensor_count = c.u64("tensor count")?;
-    let kvs_at = c.offset();
-    let kv_count = c.u64("metadata count")?;
-    c.check_count("metadata count", kv_count, MIN_KV_BYTES, kvs_at)?;
-    c.check_count(
-        "tensor count",
-        tensor_count,
-        MIN_TENSOR_INFO_BYTES,
-        tensors_at,
-    )?;
-    // Both fit on their own; together they must fit too.
-    let both = (kv_count * MIN_KV_BYTES).checked_add(tensor_count * MIN_TENSOR_INFO_BYTES);
-    if both.is_none_or(|b| b > c.remaining()) {
-        return Err(GgufError::ImplausibleCount {
-            what: "metadata and tensor counts",
-            count: kv_count.saturating_add(tensor_count),
-            offset: tensors_at,
-            remaining: c.remaining(),
-            min_each: MIN_KV_BYTES.min(MIN_TENSOR_INFO_BYTES),
-        });
     }
 
-    let mut metadata = IndexMap::new();
-    for _ in 0..kv_count {
+    /// File offset where the item being parsed starts (the header's end once complete).
+    pub(crate) fn pos(&self) -> u64 {
+        self.pos as u64
+    }
+
+    /// Parses every item that `avail`, the first bytes of a file of `file_len` bytes (`None`:
+    /// not known yet), completes. `Ok(None)`: the header is complete; `Ok(Some(end))`: the next
+    /// item needs the file's bytes up to offset `end`. With `avail` the whole file it never
+    /// asks for more.
+    pub(crate) fn advance(&mut self, avail: &[u8], file_len: Option<u64>) -> Result<Option<u64>> {
+        loop {
+            let mut c = Cursor {
+                buf: avail,
+                pos: self.pos,
+                len: file_len.unwrap_or(u64::MAX),
+                short: None,
+            };
+            let next = match self.stage {
+                Stage::Preamble => self.preamble(&mut c),
+                Stage::Metadata(0) => Ok(Stage::Tensors(self.tensor_count)),
+                Stage::Metadata(left) => self
+                    .metadata_pair(&mut c)
+                    .map(|()| Stage::Metadata(left - 1)),
+                Stage::Tensors(0) => Ok(Stage::Done),
+                Stage::Tensors(left) => self.tensor_info(&mut c).map(|()| Stage::Tensors(left - 1)),
+                Stage::Done => return Ok(None),
+            };
+            match (next, c.short) {
+                (_, Some(end)) => return Ok(Some(end)),
+                (Err(e), None) => return Err(e),
+                (Ok(stage), None) => {
+                    self.stage = stage;
+                    self.pos = c.pos;
+                }
+            }
+        }
+    }
+
+    /// Magic, version, counts, and whether the counts can fit in the file.
+    fn preamble(&mut self, c: &mut Cursor<'_>) -> Result<Stage> {
+        if c.buf.len() < MAGIC.len() && !MAGIC.starts_with(c.buf) {
+            return Err(GgufError::BadMagic {
+                found: c.buf.to_vec(),
+            });
+        }
+        let magic = c.take(4, "magic")?;
+        if magic != MAGIC {
+            return Err(GgufError::BadMagic {
+                found: magic.to_vec(),
+            });
+        }
+        let version = c.u32("version")?;
+        match version {
+            2 | 3 => {}
+            1 => {
+                return Err(GgufError::UnsupportedVersion {
+                    version,
+                    why: "GGUF v1 used 32-bit counts and lengths; convert the file to v3 with a current llama.cpp",
+                })
+            }
+            v if matches!(v.swap_bytes(), 2 | 3) => {
+                return Err(GgufError::UnsupportedVersion {
+                    version,
+                    why: "this looks like a big-endian GGUF file, only little-endian files are supported",
+                })
+            }
+            _ => {
+                return Err(GgufError::UnsupportedVersion {
+                    version,
+                    why: "only versions 2 and 3 are supported",
+                })
+            }
+        }
+        let tensors_at = c.offset();
+        let tensor_count = c.u64("tensor count")?;
+        let kvs_at = c.offset();
+        let kv_count = c.u64("metadata count")?;
+        c.check_count("metadata count", kv_count, MIN_KV_BYTES, kvs_at)?;
+        c.check_count(
+            "tensor count",
+            tensor_count,
+            MIN_TENSOR_INFO_BYTES,
+            tensors_at,
+        )?;
+        // Both fit on their own; together they must fit too.
+        let both = (kv_count * MIN_KV_BYTES).checked_add(tensor_count * MIN_TENSOR_INFO_BYTES);
+        if both.is_none_or(|b| b > c.remaining()) {
+            return Err(GgufError::ImplausibleCount {
+                what: "metadata and tensor counts",
+                count: kv_count.saturating_add(tensor_count),
+                offset: tensors_at,
+                remaining: c.remaining(),
+                min_each: MIN_KV_BYTES.min(MIN_TENSOR_INFO_BYTES),
+            });
+        }
+        self.version = version;
+        self.tensor_count = tensor_count;
+        Ok(Stage::Metadata(kv_count))
+    }
+
+    /// One metadata key and value.
+    fn metadata_pair(&mut self, c: &mut Cursor<'_>) -> Result<()> {
         let at = c.offset();
         let key = c.string("metadata key")?;
         if key.len() > MAX_KEY_LEN {
@@ -343,48 +440,71 @@ pub(crate) fn parse(buf: &[u8]) -> Result<Header> {
                 max: MAX_KEY_LEN,
             });
         }
-        if metadata.contains_key(&key) {
+        if self.metadata.contains_key(&key) {
             return Err(GgufError::DuplicateKey { key, offset: at });
         }
         let value = c
             .value_type("metadata value type")
             .and_then(|ty| c.value(ty))
             .map_err(|e| e.in_key(&key))?;
-        metadata.insert(key, value);
+        self.metadata.insert(key, value);
+        Ok(())
     }
 
-    let mut tensors = Vec::new();
-    let mut index = HashMap::new();
-    for i in 0..tensor_count {
+    /// One tensor info, whose name must be new.
+    fn tensor_info(&mut self, c: &mut Cursor<'_>) -> Result<()> {
         let at = c.offset();
         let t = c.tensor_info()?;
-        if index.contains_key(&t.name) {
+        if self.index.contains_key(&t.name) {
             return Err(GgufError::DuplicateTensor {
                 name: t.name,
                 offset: at,
             });
         }
-        // `i < tensor_count`, which fits in memory (checked above), so it fits a usize.
-        index.insert(t.name.clone(), i as usize);
-        tensors.push(t);
+        // Fewer tensors than `tensor_count`, which fits in memory (checked), so a usize.
+        self.index.insert(t.name.clone(), self.tensors.len());
+        self.tensors.push(t);
+        Ok(())
     }
 
-    let alignment = alignment(&metadata)?;
-    let data_offset = c
-        .offset()
-        .checked_next_multiple_of(alignment)
-        .ok_or_else(|| GgufError::BadAlignment {
-            what: format!("{alignment} overflows the data section offset"),
-        })?;
-    check_extents(&tensors, alignment, data_offset, buf.len() as u64)?;
-    Ok(Header {
-        version,
-        metadata,
-        tensors,
-        index,
-        alignment,
-        data_offset,
-    })
+    /// The complete header: alignment, data offset, and tensor extents checked against a file
+    /// of `file_len` bytes (`None`: only alignment and overlaps, the length is not known yet).
+    pub(crate) fn finish(self, file_len: Option<u64>) -> Result<Header> {
+        if self.stage != Stage::Done {
+            return Err(GgufError::Truncated {
+                what: "header",
+                offset: self.pos(),
+                need: 1,
+                have: 0,
+            });
+        }
+        let alignment = alignment(&self.metadata)?;
+        let data_offset = self
+            .pos()
+            .checked_next_multiple_of(alignment)
+            .ok_or_else(|| GgufError::BadAlignment {
+                what: format!("{alignment} overflows the data section offset"),
+            })?;
+        check_extents(&self.tensors, alignment, data_offset, file_len)?;
+        Ok(Header {
+            version: self.version,
+            metadata: self.metadata,
+            tensors: self.tensors,
+            index: self.index,
+            alignment,
+            data_offset,
+        })
+    }
+}
+
+/// Parses and validates the header of the GGUF file `buf` (the whole file: tensor extents are
+/// checked against its length).
+pub(crate) fn parse(buf: &[u8]) -> Result<Header> {
+    let mut p = HeaderParser::new();
+    let len = Some(buf.len() as u64);
+    // The whole file is at hand, so no item asks for more: `finish` sees a complete header.
+    p.advance(buf, len)?;
+    p.finish(len)
 }
 
 /// Every tensor aligned, inside the file, and no two overlapping.
@@ -392,7 +512,7 @@ fn check_extents(
     tensors: &[TensorInfo],
     alignment: u64,
     data_offset: u64,
-    file_len: u64,
+    file_len: Option<u64>,
 ) -> Result<()> {
     for t in tensors {
         if t.offset % alignment != 0 {
@@ -405,13 +525,13 @@ fn check_extents(
         let start = data_offset.checked_add(t.offset);
         let end = start.and_then(|s| s.checked_add(t.size));
         match (start, end) {
-            (Some(_), Some(end)) if end <= file_len => {}
+            (Some(_), Some(end)) if file_len.is_none_or(|len| end <= len) => {}
             _ => {
                 return Err(GgufError::TensorPastEnd {
                     name: t.name.clone(),
                     start: start.unwrap_or(u64::MAX),
                     end: end.unwrap_or(u64::MAX),
-                    file_len,
+                    file_len: file_len.unwrap_or(u64::MAX),
                 })
             }
         }
