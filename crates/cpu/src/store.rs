@@ -202,7 +202,8 @@ pub struct Store {
 }
 
 impl Store {
-    /// Allocates the arena and zeroed buffers for inputs and states.
+    /// Allocates the arena and zeroed buffers for inputs and states; every weight must have its
+    /// bytes on the host (not resident on a device).
     pub fn new(graph: &Graph, plan: MemoryPlan) -> Result<Store> {
         let arena_len = usize::try_from(plan.arena_bytes).map_err(|_| Error::Device {
             what: "arena larger than the address space".into(),
@@ -212,6 +213,9 @@ impl Store {
             let n = graph.node(t);
             if matches!(n.op, Op::Input | Op::State) {
                 leaves.insert(t, vec![0u8; n.span_bytes() as usize]);
+            }
+            if n.op == Op::Weight {
+                graph.weight_bytes(t)?;
             }
         }
         Ok(Store {

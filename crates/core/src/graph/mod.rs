@@ -68,11 +68,23 @@ impl Node {
     }
 }
 
-/// A computation: nodes in execution order, weight bytes, and the tensors a run must keep.
+/// Where the data of a `Weight` leaf is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WeightData {
+    /// Its contiguous bytes, given when the graph is built (usually a slice of a mapped file).
+    Bytes(Bytes),
+    /// Already on the device, under this name: uploaded before the graph was built (a model
+    /// streamed to the GPU, whose bytes were never all in host memory). Only a backend that
+    /// keeps such weights can compile the graph (WebGPU's resident weights); it refuses the
+    /// graph when no complete weight of this name, dtype and extents is there.
+    Resident(String),
+}
+
+/// A computation: nodes in execution order, weight data, and the tensors a run must keep.
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     nodes: Vec<Node>,
-    weights: HashMap<TensorId, Bytes>,
+    weights: HashMap<TensorId, WeightData>,
     outputs: Vec<TensorId>,
 }
 
@@ -108,9 +120,30 @@ impl Graph {
         (0..self.nodes.len() as u32).map(TensorId)
     }
 
-    /// Weight bytes of a `Weight` leaf.
+    /// Weight bytes of a `Weight` leaf (`None` also for a [`WeightData::Resident`] one).
     pub fn weight_data(&self, t: TensorId) -> Option<&Bytes> {
+        match self.weights.get(&t)? {
+            WeightData::Bytes(b) => Some(b),
+            WeightData::Resident(_) => None,
+        }
+    }
+
+    /// Where the data of `Weight` leaf `t` is.
+    pub fn weight_source(&self, t: TensorId) -> Option<&WeightData> {
         self.weights.get(&t)
+    }
+
+    /// The bytes of `Weight` leaf `t`, or an error saying why a backend that needs them on the
+    /// host cannot have them.
+    pub fn weight_bytes(&self, t: TensorId) -> Result<&Bytes> {
+        let name = &self.try_node(t)?.name;
+        match self.weights.get(&t) {
+            Some(WeightData::Bytes(b)) => Ok(b),
+            Some(WeightData::Resident(key)) => Err(Error::graph(format!(
+                "weight '{name}' is resident on a device (as '{key}'), its bytes are not on the host"
+            ))),
+            None => Err(Error::graph(format!("'{name}' is not a weight"))),
+        }
     }
 
     /// Tensors whose values a run must keep readable.
@@ -208,7 +241,23 @@ impl Graph {
         }
         let t = self.push(Op::Weight, vec![], dtype, l)?;
         self.set_name(t, name);
-        self.weights.insert(t, data);
+        self.weights.insert(t, WeightData::Bytes(data));
+        Ok(t)
+    }
+
+    /// A model weight already resident on the device under `name` ([`WeightData::Resident`]):
+    /// the backend finds it when compiling, and refuses the graph when it is not there.
+    pub fn resident_weight(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        ne: [u64; MAX_DIMS],
+    ) -> Result<TensorId> {
+        let l = Layout::contiguous(dtype, ne)?;
+        let t = self.push(Op::Weight, vec![], dtype, l)?;
+        self.set_name(t, name);
+        self.weights
+            .insert(t, WeightData::Resident(name.to_owned()));
         Ok(t)
     }
 
@@ -312,6 +361,32 @@ mod tests {
             .weight("w", DType::Q4_0, [32, 2, 1, 1], Bytes::from(vec![0u8; 35]))
             .unwrap_err();
         assert!(e.to_string().contains("needs 36 bytes"), "{e}");
+    }
+
+    #[test]
+    fn resident_weights_name_their_device_tensor_and_have_no_host_bytes() {
+        let mut g = Graph::new();
+        let w = g
+            .resident_weight("blk.0.w", DType::Q4_0, [32, 2, 1, 1])
+            .unwrap();
+        let b = g
+            .weight("b", DType::F32, [32, 1, 1, 1], Bytes::from(vec![0u8; 128]))
+            .unwrap();
+        let y = g.mul_mat(w, b).unwrap();
+        g.mark_output(y).unwrap();
+        assert_eq!(g.node(w).span_bytes(), 36);
+        assert_eq!(
+            g.weight_source(w),
+            Some(&WeightData::Resident("blk.0.w".into()))
+        );
+        assert!(g.weight_data(w).is_none());
+        let e = g.weight_bytes(w).unwrap_err().to_string();
+        assert!(e.contains("'blk.0.w' is resident on a device"), "{e}");
+        assert_eq!(g.weight_bytes(b).unwrap().len(), 128);
+        assert!(g.weight_bytes(y).is_err());
+        let (p, remap) = g.eliminate_dead();
+        let w2 = remap[w.index()].unwrap();
+        assert_eq!(p.weight_source(w2), g.weight_source(w));
     }
 
     #[test]
