@@ -6,13 +6,15 @@
 //! byte count that does not fit the device's limits is an error naming the limit. What we
 //! allocate is counted in a [`MemoryReport`]; nothing here guesses at free device memory.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
+use wgllm_core::graph::WeightData;
 use wgllm_core::plan::{plan_memory_with, MemoryPlan};
 use wgllm_core::{Error, Graph, Op, Result, TensorId};
 
 use crate::device::Gpu;
 use crate::ops::{scratch_bytes, Planned, ABSENT, ABSENT_SLOTS, ABSENT_STRIDE, SCRATCH};
+use crate::weights::Resident;
 
 /// Bytes this backend allocated for one compiled graph, by purpose.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -83,6 +85,27 @@ pub(crate) fn create(
     })
 }
 
+/// Bytes a weight's buffer has past its data: block decoders may read one word past a weight's
+/// last block (quant_unit.wgsl).
+const WEIGHT_SLACK: u64 = 4;
+
+/// The buffer of weight `name` of `span` bytes, with its slack, zero-padded; filled from
+/// `contents` when given, else written later (resident weights, `weights.rs`).
+pub(crate) fn create_weight(
+    gpu: &Gpu,
+    name: &str,
+    span: u64,
+    contents: Option<&[u8]>,
+) -> Result<wgpu::Buffer> {
+    create(
+        gpu,
+        &format!("weight {name}"),
+        span + WEIGHT_SLACK,
+        USAGE,
+        contents,
+    )
+}
+
 /// Writes `data` at byte `offset` (a multiple of 4) of `buf`, whose size covers `data` padded to
 /// 4 bytes; a trailing partial word is written zero-padded.
 pub(crate) fn write_padded(queue: &wgpu::Queue, buf: &wgpu::Buffer, offset: u64, data: &[u8]) {
@@ -97,16 +120,30 @@ pub(crate) fn write_padded(queue: &wgpu::Queue, buf: &wgpu::Buffer, offset: u64,
     }
 }
 
-/// The buffers of one compiled graph.
-/// Buffers that executables compiled together share: `State` leaves by name, and weights by
-/// the identity of their bytes (the same file region referenced by several step graphs is
-/// uploaded once).
-#[derive(Default)]
+/// Buffers that executables compiled together share: `State` leaves by name, weights by the
+/// identity of their bytes (the same file region referenced by several step graphs is uploaded
+/// once), and the backend's resident weights.
 pub(crate) struct Shared {
     states: HashMap<String, wgpu::Buffer>,
     weights: HashMap<(String, usize, usize), wgpu::Buffer>,
+    /// The resident weights by name, as they were when compilation began.
+    resident: HashMap<String, Resident>,
+    /// Resident weights already counted in a memory report.
+    resident_counted: HashSet<String>,
 }
 
+impl Shared {
+    pub(crate) fn new(resident: HashMap<String, Resident>) -> Shared {
+        Shared {
+            states: HashMap::new(),
+            weights: HashMap::new(),
+            resident,
+            resident_counted: HashSet::new(),
+        }
+    }
+}
+
+/// The buffers of one compiled graph.
 pub(crate) struct Buffers {
     arena: wgpu::Buffer,
     /// Bound for inputs a kernel variant does not read (`ops::ABSENT`).
@@ -120,7 +157,8 @@ pub(crate) struct Buffers {
 impl Buffers {
     /// Plans the arena with the device's storage offset alignment and creates every buffer,
     /// uploading weights. `State` leaves and weights take their buffer from `shared`, or create
-    /// it there, so executables compiled together share states and upload each weight once.
+    /// it there, so executables compiled together share states and upload each weight once;
+    /// resident weights are bound from the backend's uploads, and refused when not there.
     /// `planned` gives the scratch the dispatches need (`ops::SCRATCH`) and the late reads of
     /// fused kernels, which extend lifetimes in the arena plan.
     pub(crate) fn new(
@@ -148,45 +186,56 @@ impl Buffers {
         let mut own = HashMap::new();
         for t in graph.ids() {
             let node = graph.node(t);
-            let (label, data) = match node.op {
-                Op::Weight => {
-                    let data = graph.weight_data(t).ok_or_else(|| {
-                        Error::graph(format!("weight '{}' has no data", node.name))
-                    })?;
-                    let key = (node.name.clone(), data.as_ptr() as usize, data.len());
-                    if let Some(b) = shared.weights.get(&key) {
-                        own.insert(t, b.clone());
-                        continue;
+            let buf = match node.op {
+                Op::Weight => match graph.weight_source(t) {
+                    Some(WeightData::Bytes(data)) => {
+                        let key = (node.name.clone(), data.as_ptr() as usize, data.len());
+                        match shared.weights.get(&key) {
+                            Some(b) => b.clone(),
+                            None => {
+                                let b =
+                                    create_weight(gpu, &node.name, node.span_bytes(), Some(data))?;
+                                report.weights += b.size();
+                                shared.weights.insert(key, b.clone());
+                                b
+                            }
+                        }
                     }
-                    (format!("weight {}", node.name), Some(&data[..]))
-                }
-                Op::State => {
-                    if let Some(b) = shared.states.get(&node.name) {
-                        own.insert(t, b.clone());
-                        continue;
+                    Some(WeightData::Resident(key)) => {
+                        let resident = shared.resident.get(key).ok_or_else(|| {
+                            Error::graph(format!(
+                                "weight '{}' names resident weight '{key}', which was not uploaded to this backend (WebGpuBackend::upload_weight)",
+                                node.name
+                            ))
+                        })?;
+                        let b = resident.buffer_for(key, node)?.clone();
+                        if shared.resident_counted.insert(key.clone()) {
+                            report.weights += b.size();
+                        }
+                        b
                     }
-                    (format!("state {}", node.name), None)
+                    None => {
+                        return Err(Error::graph(format!("weight '{}' has no data", node.name)))
+                    }
+                },
+                Op::State => match shared.states.get(&node.name) {
+                    Some(b) => b.clone(),
+                    None => {
+                        let label = format!("state {}", node.name);
+                        let b = create(gpu, &label, node.span_bytes(), USAGE, None)?;
+                        report.states += b.size();
+                        shared.states.insert(node.name.clone(), b.clone());
+                        b
+                    }
+                },
+                Op::Input => {
+                    let label = format!("input {}", node.name);
+                    let b = create(gpu, &label, node.span_bytes(), USAGE, None)?;
+                    report.inputs += b.size();
+                    b
                 }
-                Op::Input => (format!("input {}", node.name), None),
                 _ => continue,
             };
-            // Block decoders may read one word past a weight's last block (quant_unit.wgsl).
-            let slack = if node.op == Op::Weight { 4 } else { 0 };
-            let buf = create(gpu, &label, node.span_bytes() + slack, USAGE, data)?;
-            match node.op {
-                Op::Weight => {
-                    report.weights += buf.size();
-                    if let Some(data) = data {
-                        let key = (node.name.clone(), data.as_ptr() as usize, data.len());
-                        shared.weights.insert(key, buf.clone());
-                    }
-                }
-                Op::Input => report.inputs += buf.size(),
-                _ => {
-                    report.states += buf.size();
-                    shared.states.insert(node.name.clone(), buf.clone());
-                }
-            }
             own.insert(t, buf);
         }
         Ok(Buffers {

@@ -7,6 +7,8 @@
 //! - [`config`]: the one [`WebGpuConfig`]; nothing reads the environment.
 //! - `buffer`: weights (uploaded once, quantized blocks as-is), the planned activation arena,
 //!   states, inputs, staging; a [`MemoryReport`] of what we allocated.
+//! - `weights`: resident weights, uploaded piece by piece before any graph names them
+//!   ([`WebGpuBackend::upload_weight`]; a model streamed to the GPU).
 //! - `shaders` + `kernels/*.wgsl`: one WGSL file per op family, specialized by `{{NAME}}`
 //!   substitution and `#if` blocks into variants keyed by a typed [`shaders::PipelineKey`].
 //! - `ops/`: per op family, the node → dispatches planner; its exhaustive match is `supports`.
@@ -30,6 +32,7 @@ pub mod profile;
 pub mod shaders;
 pub mod testing;
 pub mod variants;
+mod weights;
 
 use std::sync::Arc;
 
@@ -49,6 +52,8 @@ pub struct WebGpuBackend {
     config: WebGpuConfig,
     pipelines: pipelines::Pipelines,
     profiling: Arc<profile::ProfileSwitch>,
+    /// Weights uploaded before graphs name them (`upload_weight`).
+    resident: weights::ResidentStore,
 }
 
 impl WebGpuBackend {
@@ -68,6 +73,7 @@ impl WebGpuBackend {
             config,
             pipelines: pipelines::Pipelines::default(),
             profiling: Arc::default(),
+            resident: weights::ResidentStore::default(),
         })
     }
 
@@ -103,7 +109,7 @@ impl WebGpuBackend {
     /// [`Backend::compile_shared`] with the concrete executables.
     pub fn compile_shared_webgpu(&self, graphs: &[&Graph]) -> Result<Vec<WebGpuExecutable>> {
         check_shared_states(graphs)?;
-        let mut shared = buffer::Shared::default();
+        let mut shared = buffer::Shared::new(self.resident.snapshot());
         let mut out = Vec::with_capacity(graphs.len());
         for graph in graphs {
             let planned = ops::plan_graph(graph, &self.gpu.caps)?;
