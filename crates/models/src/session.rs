@@ -115,6 +115,10 @@ pub struct Session {
 
 impl Session {
     /// Builds and compiles the step graphs of `file` on `backend`, for one sequence.
+    ///
+    /// A file streamed past (`GgufStream`, header only) builds graphs on resident weights:
+    /// `backend` must already hold every tensor (`WebGpuBackend::upload_weight`), else the
+    /// compilation names the first one missing.
     pub fn new(
         backend: &dyn Backend,
         file: &GgufFile,

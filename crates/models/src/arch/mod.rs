@@ -123,7 +123,9 @@ impl Architecture {
     }
 }
 
-/// Adds the weight `name` from `file` to `graph`, checking its extents.
+/// Adds the weight `name` from `file` to `graph`, checking its extents: its bytes, or for a
+/// file whose tensor data was streamed to the device ([`GgufFile::holds_tensor_data`]), a
+/// resident weight of that name.
 pub(crate) fn weight(
     graph: &mut Graph,
     file: &GgufFile,
@@ -140,6 +142,11 @@ pub(crate) fn weight(
             want: want.to_vec(),
         });
     }
+    let ne = info.layout().ne;
+    if !file.holds_tensor_data() {
+        // A streamed file: its tensors went to the device as they arrived (`wgllm-web`).
+        return Ok(graph.resident_weight(name, info.dtype(), ne)?);
+    }
     let bytes = file.tensor_bytes(info)?;
-    Ok(graph.weight(name, info.dtype(), info.layout().ne, bytes)?)
+    Ok(graph.weight(name, info.dtype(), ne, bytes)?)
 }
