@@ -49,6 +49,25 @@ impl WebEngine {
         self.inner.load(bytes.to_vec().into()).map_err(js_err)
     }
 
+    /// Loads a GGUF file from `stream` (`fetch(url).body`, `file.stream()`), `totalBytes` long
+    /// (its size or `Content-Length`; 0 when unknown, e.g. a compressed response), calling
+    /// `onProgress(loaded, total)` after each chunk (`total` is `null` when unknown). On WebGPU
+    /// each tensor goes to the GPU as it arrives and the file never sits whole in wasm memory;
+    /// the CPU backend collects it. Resolves to the summary line `load` returns; rejects (and
+    /// cancels the stream) on a bad or truncated file or a failed read.
+    #[wasm_bindgen(js_name = loadStream)]
+    pub async fn load_stream(
+        &mut self,
+        stream: web_sys::ReadableStream,
+        #[wasm_bindgen(js_name = totalBytes)] total_bytes: f64,
+        #[wasm_bindgen(js_name = onProgress)] on_progress: Function,
+    ) -> Result<String, JsError> {
+        let total = (total_bytes.is_finite() && total_bytes > 0.0).then_some(total_bytes as u64);
+        crate::stream::load_stream(&mut self.inner, &stream, total, &on_progress)
+            .await
+            .map_err(js_err)
+    }
+
     /// Token ids of `text` (chat-templated as one user message when `chat`).
     #[wasm_bindgen(js_name = promptIds)]
     pub fn prompt_ids(&self, text: &str, chat: bool) -> Result<Vec<u32>, JsError> {

@@ -1,14 +1,21 @@
 //! The browser's model runner, free of JavaScript types so it also runs (and is tested) natively:
-//! open a backend without blocking, load a GGUF held in memory, generate with a text callback.
+//! open a backend without blocking, load a GGUF held in memory or streamed in chunks, generate
+//! with a text callback.
+//!
+//! Streamed loads ([`Engine::begin_stream`], [`Engine::feed`], [`Engine::finish_stream`]) on
+//! WebGPU never hold the file: [`GgufStream`] buffers the header, then each piece of tensor data
+//! goes straight to the device ([`WebGpuBackend::upload_weight`]) and the step graphs name
+//! those resident weights. The CPU reference backend computes from host bytes, so there the
+//! stream is collected and loaded as a whole.
 
 use bytes::Bytes;
 use wgllm_core::{Backend, DType};
 use wgllm_cpu::CpuBackend;
-use wgllm_gguf::GgufFile;
+use wgllm_gguf::{GgufError, GgufFile, GgufStream, StreamEvent};
 use wgllm_models::generate::{generate_async, GenStats};
 use wgllm_models::sampler::{Sampler, SamplerConfig};
 use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
-use wgllm_models::{ModelError, Session, SessionConfig};
+use wgllm_models::{Architecture, ModelError, Session, SessionConfig};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
 
 /// Why the engine could not do what was asked.
@@ -24,6 +31,11 @@ pub enum WebError {
     Tokenizer(#[from] wgllm_models::tokenizer::TokenizerError),
     #[error("no model is loaded")]
     NoModel,
+    #[error("no streamed load is in progress (begin_stream first)")]
+    NoStream,
+    /// Reading the stream itself failed (a network error, a cancelled download).
+    #[error("reading the model stream: {0}")]
+    Stream(String),
 }
 
 /// Which backend runs the model.
@@ -70,20 +82,44 @@ struct Model {
     summary: String,
 }
 
-/// An opened backend and, once [`Engine::load`] ran, a model on it.
+/// The opened backend.
+enum Dev {
+    Gpu(Box<WebGpuBackend>),
+    Cpu(CpuBackend),
+}
+
+/// A streamed load to the GPU: tensors go to the device as they arrive; the tokenizer is built
+/// from the header.
+struct GpuLoad {
+    stream: GgufStream,
+    tokenizer: Option<Tokenizer>,
+}
+
+/// A streamed load in progress.
+enum Loading {
+    Gpu(Box<GpuLoad>),
+    /// The file is collected for the CPU backend.
+    Cpu {
+        bytes: Vec<u8>,
+        total: Option<u64>,
+    },
+}
+
+/// An opened backend and, once [`Engine::load`] or a streamed load ran, a model on it.
 pub struct Engine {
-    backend: Box<dyn Backend>,
+    dev: Dev,
     adapter: String,
     /// The device has SHADER_F16: the KV cache may be f16.
     f16: bool,
     config: EngineConfig,
     model: Option<Model>,
+    loading: Option<Loading>,
 }
 
 impl Engine {
     /// Opens `device` without blocking (the browser's WebGPU device is created asynchronously).
     pub async fn open(device: Device, config: EngineConfig) -> Result<Engine, WebError> {
-        let (backend, adapter, f16): (Box<dyn Backend>, String, bool) = match device {
+        let (dev, adapter, f16) = match device {
             Device::WebGpu => {
                 let gpu = WebGpuBackend::new_async(WebGpuConfig::default()).await?;
                 let a = gpu.adapter();
@@ -91,22 +127,26 @@ impl Engine {
                 let name = if a.name.is_empty() { "WebGPU" } else { &a.name };
                 let adapter = format!("{name} ({}, {})", a.backend, a.device_type);
                 let f16 = gpu.capabilities().shader_f16;
-                (Box::new(gpu), adapter, f16)
+                (Dev::Gpu(Box::new(gpu)), adapter, f16)
             }
-            Device::Cpu => (Box::new(CpuBackend), "CPU reference backend".into(), true),
+            Device::Cpu => (Dev::Cpu(CpuBackend), "CPU reference backend".into(), true),
         };
         Ok(Engine {
-            backend,
+            dev,
             adapter,
             f16,
             config,
             model: None,
+            loading: None,
         })
     }
 
     /// The opened backend.
     pub fn backend(&self) -> &dyn Backend {
-        self.backend.as_ref()
+        match &self.dev {
+            Dev::Gpu(b) => b.as_ref(),
+            Dev::Cpu(b) => b,
+        }
     }
 
     /// What runs the model, e.g. `"swiftshader (BrowserWebGpu, Cpu)"`.
@@ -117,9 +157,24 @@ impl Engine {
     /// Parses the GGUF file in `bytes`, builds its tokenizer and compiles its step graphs
     /// (uploading the weights). Replaces any model loaded before. Returns a one-line summary.
     pub fn load(&mut self, bytes: Bytes) -> Result<String, WebError> {
-        self.model = None;
+        self.unload();
         let file = GgufFile::from_bytes(bytes)?;
         let tokenizer = Tokenizer::from_gguf(&file)?;
+        self.install(&file, tokenizer)
+    }
+
+    /// Drops the model, a load in progress and any weights on the device.
+    fn unload(&mut self) {
+        self.model = None;
+        self.loading = None;
+        if let Dev::Gpu(gpu) = &self.dev {
+            gpu.drop_resident_weights();
+        }
+    }
+
+    /// Compiles the step graphs of `file` (whose weights are in it, or resident on the device)
+    /// and makes it the loaded model.
+    fn install(&mut self, file: &GgufFile, tokenizer: Tokenizer) -> Result<String, WebError> {
         let cfg = SessionConfig {
             n_ctx: self.config.n_ctx,
             ubatch: self.config.ubatch,
@@ -127,7 +182,7 @@ impl Engine {
             kv_dtype: if self.f16 { DType::F16 } else { DType::F32 },
             all_logits: false,
         };
-        let session = Session::new(self.backend.as_ref(), &file, cfg)?;
+        let session = Session::new(self.backend(), file, cfg)?;
         let name = file.get_str("general.name").unwrap_or("model");
         let summary = format!(
             "{name}: {}, {} tensors, {:.1} MB, context {}, KV cache {}",
@@ -143,6 +198,107 @@ impl Engine {
             summary: summary.clone(),
         });
         Ok(summary)
+    }
+
+    /// Starts loading a model whose file arrives in chunks ([`Engine::feed`]) of `total` bytes
+    /// when known. Replaces any model loaded before (its device memory is freed first).
+    pub fn begin_stream(&mut self, total: Option<u64>) {
+        self.unload();
+        self.loading = Some(match self.dev {
+            Dev::Gpu(_) => Loading::Gpu(Box::new(GpuLoad {
+                stream: GgufStream::new(total),
+                tokenizer: None,
+            })),
+            Dev::Cpu(_) => Loading::Cpu {
+                bytes: Vec::new(),
+                total,
+            },
+        });
+    }
+
+    /// The next chunk of the file being streamed. On WebGPU the header is checked as soon as
+    /// it is complete (architecture, tokenizer) and every tensor byte goes to the device. An
+    /// error abandons the load.
+    pub fn feed(&mut self, chunk: &[u8]) -> Result<(), WebError> {
+        let r = self.feed_inner(chunk);
+        if r.is_err() {
+            self.unload();
+        }
+        r
+    }
+
+    fn feed_inner(&mut self, chunk: &[u8]) -> Result<(), WebError> {
+        match (self.loading.as_mut().ok_or(WebError::NoStream)?, &self.dev) {
+            (Loading::Gpu(load), Dev::Gpu(gpu)) => {
+                let GpuLoad { stream, tokenizer } = load.as_mut();
+                stream.feed(chunk, |event| on_event(gpu, tokenizer, event))
+            }
+            (Loading::Cpu { bytes, total }, _) => {
+                bytes.extend_from_slice(chunk);
+                match *total {
+                    Some(t) if bytes.len() as u64 > t => Err(GgufError::StreamLength {
+                        announced: t,
+                        got: bytes.len() as u64,
+                        ended: false,
+                    }
+                    .into()),
+                    _ => Ok(()),
+                }
+            }
+            (Loading::Gpu(_), Dev::Cpu(_)) => Err(WebError::NoStream),
+        }
+    }
+
+    /// Ends the streamed load: the stream must have delivered the whole file. Compiles the step
+    /// graphs on the uploaded weights and returns the model's summary.
+    pub fn finish_stream(&mut self) -> Result<String, WebError> {
+        let r = self.finish_inner();
+        if r.is_err() {
+            self.unload();
+        }
+        r
+    }
+
+    fn finish_inner(&mut self) -> Result<String, WebError> {
+        match (self.loading.take().ok_or(WebError::NoStream)?, &self.dev) {
+            (Loading::Gpu(load), Dev::Gpu(gpu)) => {
+                let GpuLoad {
+                    stream,
+                    mut tokenizer,
+                } = *load;
+                let file = stream.finish(|event| on_event(gpu, &mut tokenizer, event))?;
+                let tokenizer = tokenizer.ok_or(WebError::NoStream)?;
+                self.install(&file, tokenizer)
+            }
+            (Loading::Cpu { bytes, total }, _) => {
+                let got = bytes.len() as u64;
+                if let Some(announced) = total.filter(|&t| t != got) {
+                    return Err(GgufError::StreamLength {
+                        announced,
+                        got,
+                        ended: true,
+                    }
+                    .into());
+                }
+                self.load(bytes.into())
+            }
+            (Loading::Gpu(_), Dev::Cpu(_)) => Err(WebError::NoStream),
+        }
+    }
+
+    /// Abandons a streamed load in progress, freeing what it uploaded.
+    pub fn abort_stream(&mut self) {
+        if self.loading.is_some() {
+            self.unload();
+        }
+    }
+
+    /// Bytes of the model's weights resident on the device (0 on the CPU backend).
+    pub fn resident_bytes(&self) -> u64 {
+        match &self.dev {
+            Dev::Gpu(gpu) => gpu.resident_weights().1,
+            Dev::Cpu(_) => 0,
+        }
     }
 
     /// The loaded model's summary, if any.
@@ -186,5 +342,33 @@ impl Engine {
             on_text,
         )
         .await?)
+    }
+}
+
+/// One event of a streamed load on WebGPU: the header is checked (its architecture) and gives
+/// the tokenizer; tensor data goes to the device.
+fn on_event(
+    gpu: &WebGpuBackend,
+    tokenizer: &mut Option<Tokenizer>,
+    event: StreamEvent<'_>,
+) -> Result<(), WebError> {
+    match event {
+        StreamEvent::Header(file) => {
+            // Refuse an unusable model before its weights are downloaded.
+            Architecture::from_gguf(file)?;
+            *tokenizer = Some(Tokenizer::from_gguf(file)?);
+            Ok(())
+        }
+        StreamEvent::Data {
+            tensor,
+            offset,
+            bytes,
+        } => Ok(gpu.upload_weight(
+            tensor.name(),
+            tensor.dtype(),
+            tensor.layout().ne,
+            offset,
+            bytes,
+        )?),
     }
 }

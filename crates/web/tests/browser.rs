@@ -1,6 +1,7 @@
 //! In headless Chromium (wasm-bindgen-test, WebGPU on SwiftShader): the op-table subset a model
-//! needs matches the CPU reference, and a synthetic model's greedy text on the browser's WebGPU
-//! equals the CPU backend's (run in the same wasm module).
+//! needs matches the CPU reference, a synthetic model's greedy text on the browser's WebGPU
+//! equals the CPU backend's (run in the same wasm module), and so does the model streamed to
+//! the GPU from a JavaScript `ReadableStream` (`loadStream`'s path).
 //!
 //! Run: `CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 //! cargo test -p wgllm-web --target wasm32-unknown-unknown --test browser` with chromedriver on
@@ -10,6 +11,7 @@
 mod common;
 
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+use wgllm_web::stream::load_stream;
 use wgllm_web::{run_ops, Device, Engine, EngineConfig, MODEL_OPS};
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -52,4 +54,50 @@ async fn synthetic_model_greedy_text_on_the_cpu_backend_in_wasm_equals_native() 
     let cpu = common::greedy(Device::Cpu, 12).await;
     assert_eq!(cpu.1, 12, "{cpu:?}");
     assert_eq!(cpu.0, common::NATIVE_GREEDY_TEXT);
+}
+
+#[wasm_bindgen_test]
+async fn a_model_streamed_from_a_readable_stream_gives_the_cpu_greedy_text() {
+    let model = common::synth_model();
+    let len = model.len() as u64;
+    // Three parts, so the stream has chunk boundaries inside tensors whatever the blob's chunking.
+    let parts = js_sys::Array::new();
+    for part in [
+        &model[..1000],
+        &model[1000..len as usize - 777],
+        &model[len as usize - 777..],
+    ] {
+        parts.push(&js_sys::Uint8Array::from(part));
+    }
+    let blob = web_sys::Blob::new_with_u8_array_sequence(&parts).unwrap();
+    let progress = js_sys::Function::new_with_args(
+        "loaded, total",
+        "globalThis.wgllmProgress = (globalThis.wgllmProgress || []).concat([[loaded, total]]);",
+    );
+    let mut e = common::engine(Device::WebGpu).await;
+    let summary = load_stream(&mut e, &blob.stream(), Some(len), &progress)
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert!(summary.contains("21 tensors"), "{summary}");
+    let calls = js_sys::Reflect::get(&js_sys::global(), &"wgllmProgress".into()).unwrap();
+    let last = js_sys::Array::from(&calls).pop();
+    let last: Vec<Option<f64>> = js_sys::Array::from(&last)
+        .iter()
+        .map(|v| v.as_f64())
+        .collect();
+    assert_eq!(last, [Some(len as f64); 2]);
+    let got = common::greedy_loaded(&mut e, 12).await;
+    assert_eq!(got.0, common::NATIVE_GREEDY_TEXT, "{got:?}");
+
+    // A stream that ends inside a tensor: a clear error, nothing loaded.
+    let cut = web_sys::Blob::new_with_u8_array_sequence(&js_sys::Array::of1(
+        &js_sys::Uint8Array::from(&model[..model.len() - 1000]),
+    ))
+    .unwrap();
+    let err = load_stream(&mut e, &cut.stream(), None, &progress)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("reaches past the end of the file"), "{err}");
+    assert!(e.model_summary().is_none());
 }

@@ -1,10 +1,13 @@
 //! The browser engine run natively: the CPU reference and WebGPU (lavapipe in CI) produce the
 //! same greedy text for a synthetic model (the op table itself runs natively in
-//! `wgllm-webgpu`'s tests).
+//! `wgllm-webgpu`'s tests), and so does a model streamed to the GPU in chunks of any size;
+//! bad streams are clear errors.
 
 mod common;
 
-use wgllm_web::{Device, Engine, EngineConfig};
+use wgllm_core::DType;
+use wgllm_gguf::Value;
+use wgllm_web::{Device, Engine, EngineConfig, WebError};
 
 #[test]
 fn synthetic_model_greedy_text_is_the_same_on_webgpu_and_cpu() {
@@ -27,4 +30,122 @@ fn engine_reports_missing_model_and_bad_files() {
 fn synthetic_model_greedy_text_is_pinned() {
     let cpu = pollster::block_on(common::greedy(Device::Cpu, 12));
     assert_eq!(cpu.0, common::NATIVE_GREEDY_TEXT, "{:?}", cpu.0);
+}
+
+/// Streams `bytes` into `e` in chunks of the sizes `sizes` cycles through; returns the summary.
+fn stream_in(
+    e: &mut Engine,
+    bytes: &[u8],
+    total: Option<u64>,
+    sizes: &[usize],
+) -> Result<String, WebError> {
+    e.begin_stream(total);
+    let mut at = 0;
+    for &n in sizes.iter().cycle() {
+        if at == bytes.len() {
+            break;
+        }
+        let end = (at + n).min(bytes.len());
+        e.feed(&bytes[at..end])?;
+        at = end;
+    }
+    e.finish_stream()
+}
+
+#[test]
+fn a_streamed_load_on_webgpu_gives_the_whole_file_greedy_text() {
+    let model = common::synth_model();
+    let len = model.len() as u64;
+    let mut whole = pollster::block_on(common::engine(Device::WebGpu));
+    let summary = whole.load(model.clone().into()).unwrap();
+    let want = pollster::block_on(common::greedy_loaded(&mut whole, 12));
+    assert_eq!(want.1, 12, "{want:?}");
+    let mut e = pollster::block_on(common::engine(Device::WebGpu));
+    let cases: [(Option<u64>, &[usize]); 4] = [
+        (Some(len), &[1]),
+        (None, &[61, 7, 4099]),
+        (Some(len), &[65_536]),
+        (None, &[model.len()]),
+    ];
+    let mut resident = None;
+    for (total, sizes) in cases {
+        let s = stream_in(&mut e, &model, total, sizes).unwrap_or_else(|err| panic!("{err}"));
+        assert_eq!(s, summary, "chunks of {sizes:?}");
+        // Every tensor is on the device, once: a new load replaces the last one's weights.
+        let bytes = e.resident_bytes();
+        assert!(bytes as f64 > 0.9 * len as f64, "{bytes} of {len}");
+        assert_eq!(*resident.get_or_insert(bytes), bytes);
+        let got = pollster::block_on(common::greedy_loaded(&mut e, 12));
+        assert_eq!(got, want, "chunks of {sizes:?}");
+    }
+}
+
+#[test]
+fn a_streamed_load_on_the_cpu_collects_the_file() {
+    let model = common::synth_model();
+    let mut e = pollster::block_on(common::engine(Device::Cpu));
+    stream_in(&mut e, &model, Some(model.len() as u64), &[999]).unwrap();
+    let got = pollster::block_on(common::greedy_loaded(&mut e, 12));
+    assert_eq!(got.0, common::NATIVE_GREEDY_TEXT);
+    let e2 = stream_in(&mut e, &model, Some(model.len() as u64 + 1), &[999]).unwrap_err();
+    assert!(e2.to_string().contains("but announced"), "{e2}");
+    assert!(e.model_summary().is_none());
+}
+
+#[test]
+fn bad_streams_are_clear_errors_and_leave_nothing_loaded() {
+    let model = common::synth_model();
+    let len = model.len() as u64;
+    let file = wgllm_gguf::GgufFile::from_bytes(model.clone().into()).unwrap();
+    let header_end = file.data_offset() as usize;
+    // Inside the last tensor (the file may end in padding).
+    let data_end = file.tensors().iter().map(|t| t.offset() + t.size()).max();
+    let cut = header_end + data_end.unwrap() as usize - 3;
+    let mut e = pollster::block_on(common::engine(Device::WebGpu));
+    let cases: [(&[u8], Option<u64>, &str); 5] = [
+        (&model[..header_end / 2], None, "truncated file"),
+        (
+            &model[..header_end / 2],
+            Some(len),
+            &format!(
+                "the stream gave {} bytes, but announced {len}",
+                header_end / 2
+            ),
+        ),
+        (&model[..cut], None, "reaches past the end of the file"),
+        (&model[..cut], Some(len), "but announced"),
+        (b"GGML not a model", None, "bad magic"),
+    ];
+    for (bytes, total, fragment) in cases {
+        stream_in(&mut e, &model, None, &[4096]).unwrap();
+        let err = stream_in(&mut e, bytes, total, &[1000])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(fragment), "{err:?} lacks {fragment:?}");
+        assert!(e.model_summary().is_none(), "{fragment}");
+        assert_eq!(
+            e.resident_bytes(),
+            0,
+            "{fragment}: the failed load freed its uploads"
+        );
+        assert!(matches!(e.feed(b"more"), Err(WebError::NoStream)));
+    }
+    assert!(matches!(e.finish_stream(), Err(WebError::NoStream)));
+}
+
+#[test]
+fn an_unusable_model_is_refused_when_its_header_is_in() {
+    let mut w = wgllm_gguf::GgufWriter::new();
+    w.add_metadata("general.architecture", Value::String("gpt2".into()))
+        .unwrap()
+        .add_tensor("big", DType::F32, &[1 << 16], vec![0; 1 << 18])
+        .unwrap();
+    let file = w.to_vec();
+    let mut e = pollster::block_on(common::engine(Device::WebGpu));
+    e.begin_stream(Some(file.len() as u64));
+    // The header and the first kilobyte of data: refused then, nothing uploaded.
+    let header_end = file.len() - (1 << 18);
+    let err = e.feed(&file[..header_end + 1024]).unwrap_err().to_string();
+    assert!(err.contains("gpt2"), "{err}");
+    assert_eq!(e.resident_bytes(), 0);
 }

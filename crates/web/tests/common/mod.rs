@@ -24,14 +24,24 @@ pub fn synth_model() -> Vec<u8> {
     llama_gguf(&shape, DType::Q4_0, 12).expect("synthetic model")
 }
 
-/// Greedy text, generated-token count and stop reason of the synthetic model on `device`.
-pub async fn greedy(device: Device, max_tokens: usize) -> (String, usize, String) {
+/// The engine the tests run the synthetic model on: a short context, small chunks.
+pub async fn engine(device: Device) -> Engine {
     let config = EngineConfig {
         n_ctx: 64,
         ubatch: 8,
     };
-    let mut engine = Engine::open(device, config).await.expect("open");
+    Engine::open(device, config).await.expect("open")
+}
+
+/// Greedy text, generated-token count and stop reason of the synthetic model on `device`.
+pub async fn greedy(device: Device, max_tokens: usize) -> (String, usize, String) {
+    let mut engine = engine(device).await;
     engine.load(synth_model().into()).expect("load");
+    greedy_loaded(&mut engine, max_tokens).await
+}
+
+/// [`greedy`] on an engine that has loaded the synthetic model.
+pub async fn greedy_loaded(engine: &mut Engine, max_tokens: usize) -> (String, usize, String) {
     let ids = engine.prompt_ids("Hello, browser", false).expect("ids");
     assert!(ids.len() >= 14, "one token per byte: {ids:?}");
     let mut text = String::new();
