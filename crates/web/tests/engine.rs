@@ -1,12 +1,16 @@
 //! The browser engine run natively: the CPU reference and WebGPU (lavapipe in CI) produce the
 //! same greedy text for a synthetic model (the op table itself runs natively in
 //! `wgllm-webgpu`'s tests), and so does a model streamed to the GPU in chunks of any size;
-//! bad streams are clear errors.
+//! bad streams are clear errors. SmolLM2 streamed from disk in 64 KiB chunks gives the
+//! whole-file greedy text (`cargo test -p wgllm-web --test engine -- --ignored smollm2`, in
+//! `.ci/run`'s real-model stage).
 
 mod common;
 
 use wgllm_core::DType;
 use wgllm_gguf::Value;
+use wgllm_models::config::model_cache_dir;
+use wgllm_models::sampler::SamplerConfig;
 use wgllm_web::{Device, Engine, EngineConfig, WebError};
 
 #[test]
@@ -148,4 +152,53 @@ fn an_unusable_model_is_refused_when_its_header_is_in() {
     let err = e.feed(&file[..header_end + 1024]).unwrap_err().to_string();
     assert!(err.contains("gpt2"), "{err}");
     assert_eq!(e.resident_bytes(), 0);
+}
+
+/// Greedy text of `max_tokens` after a raw prompt on a loaded engine.
+fn raw_greedy(e: &mut Engine, prompt: &str, max_tokens: usize) -> (String, usize) {
+    let ids = e.prompt_ids(prompt, false).unwrap();
+    let mut text = String::new();
+    let stats = pollster::block_on(e.generate(&ids, max_tokens, SamplerConfig::greedy(), |t| {
+        text.push_str(t);
+        true
+    }))
+    .unwrap();
+    (text, stats.generated_tokens)
+}
+
+#[test]
+#[ignore = "needs SmolLM2 in the model cache (wgllm pull smollm2)"]
+fn smollm2_streamed_to_webgpu_gives_the_whole_file_greedy_text() {
+    use std::io::Read;
+    let path = model_cache_dir().join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let len = std::fs::metadata(&path).unwrap().len();
+    let config = EngineConfig {
+        n_ctx: 32,
+        ubatch: 8,
+    };
+    let prompt = "The capital of France is";
+    let mut e = pollster::block_on(Engine::open(Device::WebGpu, config)).unwrap();
+    // Read in the browser's chunk size: the file is never whole in memory here.
+    e.begin_stream(Some(len));
+    let mut f = std::fs::File::open(&path).unwrap();
+    let mut chunk = vec![0u8; 65_536];
+    loop {
+        let n = f.read(&mut chunk).unwrap();
+        if n == 0 {
+            break;
+        }
+        e.feed(&chunk[..n]).unwrap();
+    }
+    let summary = e.finish_stream().unwrap();
+    let streamed = raw_greedy(&mut e, prompt, 4);
+    drop(e);
+    let mut whole = pollster::block_on(Engine::open(Device::WebGpu, config)).unwrap();
+    assert_eq!(
+        whole.load(std::fs::read(&path).unwrap().into()).unwrap(),
+        summary
+    );
+    let want = raw_greedy(&mut whole, prompt, 4);
+    assert_eq!(want.1, 4, "{want:?}");
+    assert!(want.0.contains("Paris"), "{want:?}");
+    assert_eq!(streamed, want);
 }
