@@ -52,8 +52,9 @@ pub struct WebGpuBackend {
     config: WebGpuConfig,
     pipelines: pipelines::Pipelines,
     profiling: Arc<profile::ProfileSwitch>,
-    /// Weights uploaded before graphs name them (`upload_weight`).
-    resident: weights::ResidentStore,
+    /// Weights uploaded before graphs name them (`upload_weight`); boxed, which keeps the
+    /// backend small enough to sit in an enum beside the CPU backend.
+    resident: Box<weights::ResidentStore>,
 }
 
 impl WebGpuBackend {
@@ -73,7 +74,7 @@ impl WebGpuBackend {
             config,
             pipelines: pipelines::Pipelines::default(),
             profiling: Arc::default(),
-            resident: weights::ResidentStore::default(),
+            resident: Box::default(),
         })
     }
 
