@@ -4,7 +4,7 @@
 // state the end-to-end test (tests/e2e.mjs) waits on.
 
 const $ = (id) => document.getElementById(id);
-const state = { ready: false, loaded: false, busy: false, error: null, last: null };
+const state = { ready: false, loaded: false, loadedBy: null, busy: false, error: null, last: null };
 window.wgllm = state;
 let reply = null; // the assistant's text being streamed
 
@@ -49,17 +49,19 @@ const handlers = {
     }
   },
   progress({ loaded, total }) {
-    $('progress').value = total ? loaded / total : 0;
+    if (total) $('progress').value = loaded / total;
+    else $('progress').removeAttribute('value'); // size unknown: an indeterminate bar
   },
   compiling() {
     $('progress').value = 1;
     $('summary').textContent = 'compiling the model on the GPU…';
   },
-  loaded({ summary, seconds }) {
+  loaded({ summary, seconds, by }) {
     $('summary').textContent = `${summary} · ready in ${seconds.toFixed(1)} s`;
     $('progress').value = 1;
     $('prompt').disabled = false;
     $('send').disabled = false;
+    state.loadedBy = by;
     state.loaded = true;
   },
   token({ piece }) {

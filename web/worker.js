@@ -4,9 +4,10 @@
 //
 // page → worker: {type: 'load', url} | {type: 'load', file} | {type: 'generate', text, maxTokens}
 // worker → page: {type: 'ready', adapter}
-//                {type: 'progress', loaded, total}       bytes of the model read so far
+//                {type: 'progress', loaded, total}       bytes of the model read so far (total 0:
+//                                                         unknown)
 //                {type: 'compiling'}                     every byte read; building the model
-//                {type: 'loaded', summary, seconds}
+//                {type: 'loaded', summary, seconds, by}  by: 'loadStream' or 'load'
 //                {type: 'token', piece}                  streamed text
 //                {type: 'done', result}                  {text, promptTokens, generatedTokens,
 //                                                         promptTps, generateTps, stop}
@@ -28,7 +29,7 @@ function progress() {
   };
 }
 
-// Reads a response or file stream into one buffer (for the engine's `load(bytes)`).
+// Reads a stream into one buffer: `load(bytes)`, for a pkg/ built before `loadStream` existed.
 async function readAll(stream, total, report) {
   const reader = stream.getReader();
   const parts = [];
@@ -40,7 +41,6 @@ async function readAll(stream, total, report) {
     got += value.length;
     report(got, total);
   }
-  report(got, total, true);
   const bytes = new Uint8Array(got);
   let at = 0;
   for (const p of parts) {
@@ -77,10 +77,21 @@ async function load(engine, { url, file }) {
     total = Number(r.headers.get('content-length')) || 0;
   }
   const report = progress();
-  const bytes = await readAll(stream, total, report);
-  post('compiling');
-  const summary = engine.load(bytes);
-  post('loaded', { summary, seconds: (performance.now() - t0) / 1000 });
+  let summary;
+  const by = typeof engine.loadStream === 'function' ? 'loadStream' : 'load';
+  if (by === 'loadStream') {
+    // Each tensor goes to the GPU as it arrives: the file never sits whole in memory.
+    summary = await engine.loadStream(stream, total, (loaded, known) => {
+      report(loaded, known ?? 0, loaded === known);
+      if (loaded === known) post('compiling');
+    });
+  } else {
+    const bytes = await readAll(stream, total, report);
+    report(bytes.length, bytes.length, true);
+    post('compiling');
+    summary = engine.load(bytes);
+  }
+  post('loaded', { summary, seconds: (performance.now() - t0) / 1000, by });
 }
 
 async function generate(engine, { text: prompt, maxTokens }) {

@@ -1,17 +1,18 @@
 // End-to-end: serves the page with `wgllm web` (the model cache as /models/), drives it in the
 // system Chromium through puppeteer-core (never a downloaded browser), loads SmolLM2, sends one
 // chat message and checks that the streamed reply equals the native CLI's greedy output on the
-// CPU backend. Also checks that the page answers while the worker loads the model, and saves a
-// screenshot.
+// CPU backend. Also checks that the engine runs in its worker and streams the model to the GPU
+// (loadStream), that the page answers throughout, and that the file picker loads the model too;
+// saves a screenshot.
 //
 //   web/build.sh && (cd web && npm ci) && node web/tests/e2e.mjs [WGLLM [SCREENSHOT]]
 //
 // WGLLM: the wgllm binary (default target/debug/wgllm); SCREENSHOT: where the screenshot goes
-// (default docs/web-chat.png, the README's; CI writes it to a temporary file). CHROMIUM: the
+// (default docs/web-chat.png, the README's; CI writes it under target/). CHROMIUM: the
 // browser (default /usr/bin/chromium). The model cache is wgllm's ($XDG_CACHE_HOME honoured).
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { dirname, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import puppeteer from 'puppeteer-core';
@@ -40,6 +41,7 @@ const exited = once(server, 'exit').then(([code]) => {
 });
 const [line] = await Promise.race([once(createInterface({ input: server.stdout }), 'line'), exited]);
 const base = line.match(/http:\/\/\S+?\//)[0];
+const cache = line.match(/the model cache (.+) at http/)[1];
 server.stdout.resume();
 
 const browser = await puppeteer.launch({
@@ -84,6 +86,12 @@ try {
   const genS = await until((s) => s.last, 'generating');
   console.log(`loaded in ${loadS.toFixed(1)} s, answered in ${genS.toFixed(1)} s; ` +
     `the page answered within ${slowest} ms throughout; ${partial.size} partial replies seen`);
+  // The model's summary line, without the time it took.
+  const described = () => page.$eval('#summary', (el) => el.textContent.replace(/ · ready in .*/, ''));
+  const fromUrl = await described();
+  const loadedBy = await page.evaluate(() => window.wgllm.loadedBy);
+  console.log(`the worker loaded the model with ${loadedBy}`);
+  if (loadedBy !== 'loadStream') throw new Error('the model was not streamed to the GPU (loadStream)');
   const workers = page.workers().map((w) => w.url());
   if (!workers.some((u) => u.endsWith('/worker.js'))) {
     throw new Error(`the engine's worker is not running (workers: ${JSON.stringify(workers)})`);
@@ -106,6 +114,13 @@ try {
     throw new Error(`streamed text differs from native greedy output ${JSON.stringify(expected)}`);
   }
   console.log('e2e: the streamed reply equals the native greedy output');
+  // The file picker's path (File.stream()): the same model again.
+  await page.evaluate(() => { window.wgllm.loaded = false; });
+  await (await page.$('#file')).uploadFile(join(cache, modelFile));
+  const pickS = await until((s) => s.loaded, 'loading the picked file');
+  const fromFile = await described();
+  console.log(`the picked file loaded in ${pickS.toFixed(1)} s: ${fromFile}`);
+  if (fromFile !== fromUrl) throw new Error(`the picked file gave '${fromFile}', the URL '${fromUrl}'`);
   code = 0;
 } catch (e) {
   console.error(`e2e: ${e.message}`);
