@@ -51,6 +51,10 @@ pub struct WebGpuConfig {
     /// without it (many browsers): f16 tensors are unsupported and only the f32 paths run, which
     /// is how the tests exercise that fallback on any adapter.
     pub shader_f16: bool,
+    /// Use SUBGROUP (subgroup reductions in kernels) when the adapter offers it. `false` makes
+    /// the device behave like one without it (browsers, whose WGSL needs an `enable` naga does
+    /// not accept yet): the workgroup-memory reductions run instead.
+    pub subgroups: bool,
 }
 
 impl Default for WebGpuConfig {
@@ -63,6 +67,7 @@ impl Default for WebGpuConfig {
             experimental_features: false,
             max_binding_bytes: None,
             shader_f16: true,
+            subgroups: true,
         }
     }
 }

@@ -247,7 +247,8 @@ impl Gpu {
         let mut features = wgpu::Features::empty();
         for (f, _) in WANTED {
             let experimental = *f == wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
-            let declined = *f == wgpu::Features::SHADER_F16 && !config.shader_f16;
+            let declined = *f == wgpu::Features::SHADER_F16 && !config.shader_f16
+                || *f == wgpu::Features::SUBGROUP && !config.subgroups;
             if offered.contains(*f) && (!experimental || config.experimental_features) && !declined
             {
                 features |= *f;

@@ -22,6 +22,7 @@ const MUL_MAT: &str = include_str!("kernels/mul_mat.wgsl");
 const MUL_MAT_VEC: &str = include_str!("kernels/mul_mat_vec.wgsl");
 const MUL_MAT_TILED: &str = include_str!("kernels/mul_mat_tiled.wgsl");
 const QUANT_UNIT: &str = include_str!("kernels/quant_unit.wgsl");
+const QUANT_PART: &str = include_str!("kernels/quant_part.wgsl");
 const GLU: &str = include_str!("kernels/glu.wgsl");
 const NORM: &str = include_str!("kernels/norm.wgsl");
 const SOFTMAX: &str = include_str!("kernels/softmax.wgsl");
@@ -59,11 +60,13 @@ pub enum Kernel {
     /// `mul_mat.wgsl`, `tn` output columns per workgroup.
     MulMat { tn: u32 },
     /// `mul_mat_vec.wgsl` with `quant_unit.wgsl`: at most `nc` activation columns, `rpw` weight
-    /// rows per workgroup. src1 is bound as vec4s, f16/bf16/f32 weights as raw words.
+    /// rows per workgroup, reduced through subgroup operations when `subgroups`. src1 is bound as
+    /// vec4s, f16/bf16/f32 weights as raw words.
     MulMatVec {
         nc: u32,
         rpw: u32,
         epilogue: VecEpilogue,
+        subgroups: bool,
     },
     /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
     /// `MulMatVec`.
@@ -202,14 +205,67 @@ fn storer(dtype: DType) -> Option<String> {
     ))
 }
 
-/// Keeps or drops `#if NAME` / `#else` / `#endif` line blocks (NAME is set when it is among
-/// `flags`), then substitutes every `{{NAME}}` of `vars`. Fails on unbalanced blocks or a
-/// placeholder left unset.
+/// Expands `#unroll NAME COUNT` … `#endunroll` line blocks: the block repeated COUNT times (a
+/// number, or a `vars` name whose value is one), with `$NAME` replaced by 0, 1, … in each copy;
+/// blocks nest. WGSL has no unroll attribute, and drivers leave loops over private arrays rolled
+/// often enough that such arrays go to slow local memory: kernels unroll by hand with this.
+fn unroll(src: &str, vars: &[(&str, String)]) -> Result<String, String> {
+    let lines: Vec<&str> = src.lines().collect();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < lines.len() {
+        let Some(spec) = lines[i].trim_start().strip_prefix("#unroll ") else {
+            if lines[i].trim_start().starts_with("#endunroll") {
+                return Err("#endunroll without #unroll".into());
+            }
+            out.push_str(lines[i]);
+            out.push('\n');
+            i += 1;
+            continue;
+        };
+        let mut words = spec.split_whitespace();
+        let (Some(name), Some(count), None) = (words.next(), words.next(), words.next()) else {
+            return Err(format!("malformed '#unroll {spec}' (want NAME COUNT)"));
+        };
+        let count: usize = match vars.iter().find(|(n, _)| *n == count) {
+            Some((_, v)) => v.parse(),
+            None => count.parse(),
+        }
+        .map_err(|_| format!("'#unroll {spec}': COUNT is not a number"))?;
+        let (mut depth, mut end) = (1, i + 1);
+        while end < lines.len() {
+            let t = lines[end].trim_start();
+            if t.starts_with("#unroll ") {
+                depth += 1;
+            } else if t.starts_with("#endunroll") {
+                depth -= 1;
+                if depth == 0 {
+                    break;
+                }
+            }
+            end += 1;
+        }
+        if depth != 0 {
+            return Err(format!("'#unroll {spec}' without #endunroll"));
+        }
+        let body = unroll(&lines[i + 1..end].join("\n"), vars)?;
+        for k in 0..count {
+            out.push_str(&body.replace(&format!("${name}"), &k.to_string()));
+        }
+        i = end + 1;
+    }
+    Ok(out)
+}
+
+/// Expands `#unroll` blocks ([`unroll`]), keeps or drops `#if NAME` / `#else` / `#endif` line
+/// blocks (NAME is set when it is among `flags`), then substitutes every `{{NAME}}` of `vars`.
+/// Fails on unbalanced blocks or a placeholder left unset.
 pub(crate) fn specialize(
     src: &str,
     flags: &[&str],
     vars: &[(&str, String)],
 ) -> Result<String, String> {
+    let src = &unroll(src, vars)?;
     let mut out = String::with_capacity(src.len());
     // For each open block: (this branch is kept, the enclosing context is kept).
     let mut stack: Vec<(bool, bool)> = Vec::new();
@@ -442,7 +498,15 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("PARTIAL", (tn * key.wg).to_string()));
             MUL_MAT
         }
-        Kernel::MulMatVec { nc, rpw, epilogue } => {
+        Kernel::MulMatVec {
+            nc,
+            rpw,
+            epilogue,
+            subgroups,
+        } => {
+            if subgroups {
+                flags.push("SUBGROUP");
+            }
             let mut weights = 1;
             match epilogue {
                 VecEpilogue::None => {}
@@ -477,6 +541,9 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     if mat_vec {
         text.push_str(QUANT_UNIT);
     }
+    if matches!(key.kernel, Kernel::MulMatVec { .. }) {
+        text.push_str(QUANT_PART);
+    }
     if matches!(
         key.kernel,
         Kernel::Norm { .. } | Kernel::SoftMax { .. } | Kernel::Family(Family::Reduce(_))
@@ -496,6 +563,9 @@ fn unit_flags(dtype: DType, flags: &mut Vec<&str>) {
     }
     if matches!(dtype, DType::Q4_K | DType::Q5_K) {
         flags.push("U_KSCALES");
+    }
+    if matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1) {
+        flags.push("U_NIBBLES");
     }
 }
 
@@ -553,6 +623,20 @@ mod tests {
         assert!(specialize(src, &["X"], &[]).unwrap_err().contains("{{V"));
         assert!(specialize("#if X\n", &[], &[]).is_err());
         assert!(specialize("#endif\n", &[], &[]).is_err());
+    }
+
+    #[test]
+    fn unroll_repeats_blocks_with_their_index() {
+        let v = [("N", "2".to_string())];
+        let src = "a\n#unroll r N\n#unroll c 3\nx_$r_$c\n#endunroll\ny$r\n#endunroll\nb\n";
+        assert_eq!(
+            specialize(src, &[], &v).unwrap(),
+            "a\nx_0_0\nx_0_1\nx_0_2\ny0\nx_1_0\nx_1_1\nx_1_2\ny1\nb\n"
+        );
+        assert!(specialize("#unroll r 2\nx\n", &[], &[]).is_err());
+        assert!(specialize("#endunroll\n", &[], &[]).is_err());
+        assert!(specialize("#unroll r M\nx\n#endunroll\n", &[], &[]).is_err());
+        assert!(specialize("#unroll r\nx\n#endunroll\n", &[], &[]).is_err());
     }
 
     /// Every variant the backend can emit parses and validates with naga, no GPU needed.

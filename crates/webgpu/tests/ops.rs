@@ -158,16 +158,19 @@ fn graphs_compiled_together_share_states() {
     assert_eq!(got, [0., 0., 0., 0., 0., 0., 0., 0., 1., 2., 3., 4.]);
 }
 
-/// A device without SHADER_F16 (as many browsers are): every case either passes on the f32
-/// paths or is reported unsupported because it needs f16 — never wrong, never a panic.
+/// A device without SHADER_F16 and SUBGROUP (as many browsers are): every case either passes on
+/// the f32 paths and workgroup-memory reductions or is reported unsupported because it needs f16
+/// — never wrong, never a panic.
 #[test]
 fn without_shader_f16_the_f32_paths_run_and_f16_is_unsupported() {
     let gpu = WebGpuBackend::new(WebGpuConfig {
         shader_f16: false,
+        subgroups: false,
         ..WebGpuConfig::default()
     })
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(!gpu.capabilities().shader_f16);
+    assert!(!gpu.capabilities().subgroups);
     let (mut passed, mut unsupported, mut problems) = (0, 0, Vec::new());
     for (i, case) in cases().iter().enumerate() {
         match run_case(&CpuBackend, &gpu, case, 5000 + i as u64).outcome {

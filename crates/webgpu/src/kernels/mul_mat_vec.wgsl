@@ -1,9 +1,12 @@
 // Matrix × a few vectors (decode): dst[m, n, i2, i3] = sum_k src0[k, m, a2, a3] * src1[k, n, i2, i3]
 // for N <= NC activation columns, accumulated in f32. Each weight row is read once for all
-// columns, unit (32 values) by unit, decoded in registers by `unit` (quant_unit.wgsl).
-// A workgroup computes RPW consecutive rows: lane t takes units t, t + WG, ... of every one of
-// them, so each activation load serves RPW rows and RPW units are in flight per lane; then the
-// lanes reduce the RPW·NC (·2 for GLU) sums in workgroup memory.
+// columns, decoded in registers by `part` (quant_part.wgsl): four lanes share a unit of 32
+// values, eight each, so the lanes of a subgroup read neighbouring bytes.
+// A workgroup computes RPW consecutive rows: lane t takes part t % 4 of units t / 4,
+// t / 4 + WG / 4, ... of every one of them, so RPW loads are in flight per lane and the eight
+// activation values of a part are loaded once (into registers) for all RPW rows. Then the lanes
+// reduce the RPW·NC (·2 for GLU) sums: with SUBGROUP through subgroupAdd and one
+// workgroup-memory step per subgroup, else by a workgroup-memory tree.
 // src1 is bound as vec4s: its offset and column stride are whole vec4s (the planner checks).
 // op_u: 0 = K, 1 = M, 2 = N, 3 = r2 (src1.ne2 / src0.ne2), 4 = r3. Workgroup z indexes the batch.
 // Fused epilogues:
@@ -24,7 +27,7 @@ const NW: u32 = 1u;
 const NS: u32 = NW * RPW * NC;
 
 var<workgroup> red: array<f32, {{RED}}>;
-// Which weight `unit` decodes: 0 = src0, 1 = src2.
+// Which weight `part` decodes: 0 = src0, 1 = src2.
 var<private> wsel: u32;
 
 fn ldw(i: u32) -> u32 {
@@ -36,23 +39,30 @@ fn ldw(i: u32) -> u32 {
     return src0[i];
 }
 
-// acc[base + c] += w · column c of src1 at vec4 `xb` (columns `xcol` vec4s apart).
-fn dot_unit(acc: ptr<function, array<f32, NS>>, base: u32, w: array<vec4<f32>, 8>, xb: u32,
-            xcol: u32, n_cols: u32) {
-    for (var c = 0u; c < NC; c++) {
-        if (c < n_cols) {
-            let x = xb + c * xcol;
-            var s = dot(w[0], src1[x]);
-            for (var j = 1u; j < 8u; j++) {
-                s += dot(w[j], src1[x + j]);
-            }
-            (*acc)[base + c] += s;
-        }
+fn dot2(w: array<vec4<f32>, 2>, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
+    return dot(w[0], x0) + dot(w[1], x1);
+}
+
+// Stores a lane's sum k for the reduction: with SUBGROUP the subgroup's total, by its first
+// lane, in the subgroup's slot; else the lane's own value in its slot.
+fn put(k: u32, v: f32, slot: u32, leader: bool) {
+#if SUBGROUP
+    let t = subgroupAdd(v);
+#else
+    let t = v;
+#endif
+    if (leader) {
+        red[k * WG + slot] = t;
     }
 }
 
+// Rows, columns and sums are unrolled by hand (`#unroll`) into plain registers.
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+#if SUBGROUP
+        @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_id) sg_id: u32,
+        @builtin(num_subgroups) n_sg: u32,
+#endif
         @builtin(local_invocation_index) lid: u32) {
     let m0 = group_id(wid, nwg) * RPW;
     let m_len = op_u(1u);
@@ -62,34 +72,81 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let a2 = i2 / op_u(3u);
     let a3 = i3 / op_u(4u);
     let rows = min(RPW, m_len - min(m0, m_len));
-    var acc: array<f32, NS>;
-    for (var k = 0u; k < NS; k++) {
-        acc[k] = 0.0;
-    }
+    // Where each row starts in src0 (and src2); rows past the end repeat the last one.
+#unroll r RPW
+    let wi_$r = vec4<u32>(0u, m0 + min($ru, rows - 1u), a2, a3);
+    let row0_$r = t_idx(0u, wi_$r);
+#if GLU
+    let row2_$r = t_idx(2u, wi_$r);
+#endif
+#unroll c NC
+    var acc_$r_$c = 0.0;
+#if GLU
+    var up_$r_$c = 0.0;
+#endif
+#endunroll
+#endunroll
     let x0 = t_idx(1u, vec4<u32>(0u, 0u, i2, i3)) / 4u;
     let xcol = t_nb(1u, 1u) / 4u;
     let units = op_u(0u) / 32u;
-    for (var u = lid; u < units; u += WG) {
+    let p = lid % 4u;
+    let xp = xpair(p);
+    for (var u = lid / 4u; u < units; u += WG / 4u) {
         let xb = x0 + 8u * u;
-        for (var r = 0u; r < RPW; r++) {
-            if (r < rows) {
-                let wi = vec4<u32>(0u, m0 + r, a2, a3);
-#if GLU
-                wsel = 0u;
-                let w0 = unit(t_idx(0u, wi), u);
-                wsel = 1u;
-                let w1 = unit(t_idx(2u, wi), u);
-                dot_unit(&acc, r * NC, w0, xb, xcol, n_cols);
-                dot_unit(&acc, (RPW + r) * NC, w1, xb, xcol, n_cols);
-#else
-                dot_unit(&acc, r * NC, unit(t_idx(0u, wi), u), xb, xcol, n_cols);
-#endif
-            }
+        // The part's activations, once for all rows (zeros for absent columns).
+#unroll c NC
+        var xa_$c = vec4<f32>(0.0);
+        var xb_$c = vec4<f32>(0.0);
+        if ($cu < n_cols) {
+            xa_$c = src1[xb + $cu * xcol + xp.x];
+            xb_$c = src1[xb + $cu * xcol + xp.y];
         }
+#endunroll
+#unroll r RPW
+        if ($ru < rows) {
+            wsel = 0u;
+            let w_$r = part(row0_$r, u, p);
+#if GLU
+            wsel = 1u;
+            let g_$r = part(row2_$r, u, p);
+#endif
+#unroll c NC
+            acc_$r_$c += dot2(w_$r, xa_$c, xb_$c);
+#if GLU
+            up_$r_$c += dot2(g_$r, xa_$c, xb_$c);
+#endif
+#endunroll
+        }
+#endunroll
     }
-    for (var k = 0u; k < NS; k++) {
-        red[k * WG + lid] = acc[k];
+    // Sum k of the workgroup lands in red[k * WG].
+#if SUBGROUP
+    let slot = sg_id;
+    let leader = sg_lane == 0u;
+#else
+    let slot = lid;
+    let leader = true;
+#endif
+#unroll r RPW
+#unroll c NC
+    put($ru * NC + $cu, acc_$r_$c, slot, leader);
+#if GLU
+    put((RPW + $ru) * NC + $cu, up_$r_$c, slot, leader);
+#endif
+#endunroll
+#endunroll
+#if SUBGROUP
+    // One partial per subgroup and sum; lane k adds sum k's partials.
+    workgroupBarrier();
+    if (lid < NS) {
+        var t = red[lid * WG];
+        for (var i = 1u; i < n_sg; i++) {
+            t += red[lid * WG + i];
+        }
+        red[lid * WG] = t;
     }
+    workgroupBarrier();
+#else
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s = s / 2u) {
         if (lid < s) {
@@ -99,6 +156,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
     }
+#endif
     // Invocation (r, c) stores column c of row m0 + r.
     let r = lid / NC;
     let c = lid % NC;

@@ -136,15 +136,21 @@ fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
 #endif
 
 #if U_KSCALES
+// Byte j (0..3) of w.
+fn byte_at(w: u32, j: u32) -> u32 {
+    return (w >> (8u * j)) & 255u;
+}
+
 // Six-bit scale and min of sub-block s (0..8) from the 12 scale bytes in words s0, s1, s2
-// (get_scale_min_k4).
+// (get_scale_min_k4). Shifts, not an array of the bytes: an array indexed by a runtime `s`
+// would live in local memory.
 fn kscale(s0: u32, s1: u32, s2: u32, s: u32) -> vec2<f32> {
-    var b = array<vec4<u32>, 3>(bytes_u(s0), bytes_u(s1), bytes_u(s2));
     if (s < 4u) {
-        return vec2<f32>(f32(b[0][s] & 63u), f32(b[1][s] & 63u));
+        return vec2<f32>(f32(byte_at(s0, s) & 63u), f32(byte_at(s1, s) & 63u));
     }
-    let sc = (b[2][s - 4u] & 15u) | ((b[0][s - 4u] >> 6u) << 4u);
-    let m = (b[2][s - 4u] >> 4u) | ((b[1][s - 4u] >> 6u) << 4u);
+    let t = s - 4u;
+    let sc = (byte_at(s2, t) & 15u) | ((byte_at(s0, t) >> 6u) << 4u);
+    let m = (byte_at(s2, t) >> 4u) | ((byte_at(s1, t) >> 6u) << 4u);
     return vec2<f32>(f32(sc), f32(m));
 }
 #endif

@@ -14,21 +14,34 @@ const WG: u32 = 64;
 /// Output columns per workgroup.
 const TN: u32 = 4;
 /// Mat-vec: the column counts compiled (a product with n columns uses the smallest that holds
-/// n), and the most sums per lane (rows × columns × weights) the workgroup reduces: 32 keeps its
-/// workgroup memory at 16 KiB, the WebGPU default limit.
+/// n), and the workgroup memory of its reduction: one f32 per lane and sum (rows × columns ×
+/// weights), 16 KiB in all, the WebGPU default limit.
 const VEC_COLS: [u32; 4] = [1, 2, 4, 8];
-const VEC_SUMS: u32 = 32;
+const VEC_RED_FLOATS: u32 = 4096;
+/// Workgroups a mat-vec keeps (when it has the rows) before it groups rows further: a few per
+/// compute unit of a large GPU (an H200 has 132).
+const VEC_MIN_GROUPS: u64 = 512;
 
-/// Mat-vec workgroup shape for rows of `units` units of 32, `nc` columns and `nw` weights:
-/// (invocations, rows per workgroup). Lanes go as far as the rows have units (32 to 128, a
-/// power of two for the reduction); up to 4 rows share each activation load.
-fn vec_shape(units: u64, nc: u32, nw: u32) -> (u32, u32) {
+/// Mat-vec workgroup shape for `m` rows of `units` units of 32, `nc` columns and `nw` weights:
+/// (invocations, rows per workgroup). Four lanes share a unit; lanes go as far as the rows have
+/// units (32 to 256, a power of two for the reduction). Rows per workgroup share each
+/// activation load, but fewer workgroups then fill the GPU: up to 4 rows while at least
+/// [`VEC_MIN_GROUPS`] workgroups remain, within the reduction's memory. On an H200 (issue 6's
+/// `wgllm ops --large`) 2–4 rows and 128 lanes for 4096-long rows, 256 for 14336, were best;
+/// 8 or 16 rows were slower.
+fn vec_shape(units: u64, m: u64, nc: u32, nw: u32) -> (u32, u32) {
     let wg = match units {
-        0..=64 => 32,
-        65..=256 => 64,
-        _ => 128,
+        0..=16 => 32,
+        17..=64 => 64,
+        65..=256 => 128,
+        _ => 256,
     };
-    (wg, (VEC_SUMS / (nc * nw)).clamp(1, 4))
+    let cap = (VEC_RED_FLOATS / wg / (nc * nw)).clamp(1, 4);
+    let mut rpw = 1;
+    while rpw * 2 <= cap && m / u64::from(rpw * 2) >= VEC_MIN_GROUPS {
+        rpw *= 2;
+    }
+    (wg, rpw)
 }
 
 fn key(a: DType, b: DType) -> PipelineKey {
@@ -127,19 +140,33 @@ fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
     f32_ok && weight_ok && la.ne[0].is_multiple_of(32)
 }
 
-fn vec_key(a: DType, nc: u32, epilogue: VecEpilogue, units: u64) -> PipelineKey {
+/// The mat-vec pipeline for weights of `a` with rows of `units` units, `m` rows, at most `nc`
+/// activation columns; `subgroups`: reduce through subgroup operations.
+fn vec_key(
+    a: DType,
+    nc: u32,
+    epilogue: VecEpilogue,
+    units: u64,
+    m: u64,
+    subgroups: bool,
+) -> PipelineKey {
     let nw = match epilogue {
         VecEpilogue::Glu { .. } => 2,
         _ => 1,
     };
-    let (wg, rpw) = vec_shape(units, nc, nw);
+    let (wg, rpw) = vec_shape(units, m, nc, nw);
     let dtypes = match epilogue {
         VecEpilogue::None => vec![a, DType::F32, DType::F32],
         VecEpilogue::Add => vec![a, DType::F32, DType::F32, DType::F32],
         VecEpilogue::Glu { .. } => vec![a, DType::F32, a, DType::F32],
     };
     PipelineKey {
-        kernel: Kernel::MulMatVec { nc, rpw, epilogue },
+        kernel: Kernel::MulMatVec {
+            nc,
+            rpw,
+            epilogue,
+            subgroups,
+        },
         dtypes,
         wg,
     }
@@ -195,7 +222,14 @@ pub(super) fn mul_mat_vec_glu(
     let (ea, eb) = (wg.layout.ne, x.layout.ne);
     let m = ea[1];
     let op = product_words(gate, ea, eb, m, 0)?;
-    let key = vec_key(wg.dtype, nc, VecEpilogue::Glu { expr }, ea[0] / 32);
+    let key = vec_key(
+        wg.dtype,
+        nc,
+        VecEpilogue::Glu { expr },
+        ea[0] / 32,
+        m,
+        gate.caps.subgroups,
+    );
     let rpw = match key.kernel {
         Kernel::MulMatVec { rpw, .. } => rpw,
         _ => 1,
@@ -246,14 +280,14 @@ fn mul_mat_vec(
         Some(_) => VecEpilogue::Add,
         None => VecEpilogue::None,
     };
-    let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32);
-    let rows_per_group = match key.kernel {
-        Kernel::MulMatVec { rpw, .. } => u64::from(rpw),
-        _ => 1,
-    };
     let mut out = Vec::new();
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
+        let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32, m, ctx.caps.subgroups);
+        let rows_per_group = match key.kernel {
+            Kernel::MulMatVec { rpw, .. } => u64::from(rpw),
+            _ => 1,
+        };
         let mut d = dst.clone();
         d.layout.ne[0] = m;
         d.layout.offset += w.first_row * d.layout.nb[0];
@@ -267,7 +301,7 @@ fn mul_mat_vec(
         }
         operands.push(d);
         out.push(Dispatch {
-            key: key.clone(),
+            key,
             operands,
             op_words: op,
             items: ctx.items(m * eb[1] * eb[2] * eb[3])?,
@@ -319,12 +353,14 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .into_iter()
         .chain(QUANTS)
     {
-        for units in [2, 100, 1000] {
-            keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::None, units)));
-            keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::Add, units)));
+        for (units, m, sg) in [(2, 5, false), (100, 4096, true), (1000, 14336, false)] {
+            let mut add = |e| keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, units, m, sg)));
+            add(VecEpilogue::None);
+            add(VecEpilogue::Add);
             if unit_decoded(a) {
-                let expr = super::nn::glu_expr(wgllm_core::op::GluOp::Swiglu).0;
-                keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, VecEpilogue::Glu { expr }, units)));
+                add(VecEpilogue::Glu {
+                    expr: super::nn::glu_expr(wgllm_core::op::GluOp::Swiglu).0,
+                });
             }
         }
         keys.push(tiled_key(a));

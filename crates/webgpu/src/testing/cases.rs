@@ -617,6 +617,36 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
             }));
         }
     }
+    // Many rows: the mat-vec groups up to 4 rows per workgroup (a partial last group here);
+    // rows of more than 256 units take 256 lanes.
+    for wt in [
+        DType::F32,
+        DType::F16,
+        DType::Q4_0,
+        DType::Q8_0,
+        DType::Q4_K,
+        DType::Q6_K,
+    ] {
+        let k = wt.block_size().max(32) as u64 * 2;
+        for (k, m, n) in [
+            (k, 1100, 1),
+            (k, 8300, 1),
+            (k, 8300, 2),
+            (k, 2100, 5),
+            (8448, 7, 1),
+            (8448, 3, 3),
+        ] {
+            let name = format!("MUL_MAT {wt} x f32 k={k} m={m} n={n}");
+            out.push(case("MUL_MAT", name, MATMUL, move |g, rng| {
+                let mut b = Built::default();
+                let a = weight(g, rng, wt, [k, m, 1, 1])?;
+                let x = input(g, rng, &mut b, DType::F32, [k, n, 1, 1], -1.0, 1.0)?;
+                let r = g.mul_mat(a, x)?;
+                g.mark_output(r)?;
+                Ok(b)
+            }));
+        }
+    }
     out.push(case(
         "MUL_MAT",
         "MUL_MAT f32 x transposed f32 k=33 m=7 n=5".into(),

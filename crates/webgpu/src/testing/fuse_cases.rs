@@ -49,6 +49,8 @@ fn mat_vec_add_cases(out: &mut Vec<Case>) {
         (DType::Q4_0, 256u64, 33u64, 1u64, false),
         (DType::Q4_K, 512, 20, 3, true),
         (DType::F16, 128, 17, 8, false),
+        // 4 rows per workgroup, a partial last group.
+        (DType::Q4_0, 64, 8300, 1, false),
     ] {
         let desc = format!(
             "FUSED mul_mat {wt} k={k} m={m} n={n} + residual (residual first: {residual_first})"
@@ -114,6 +116,9 @@ fn glu_cases(out: &mut Vec<Case>) {
         (DType::Q5_0, 128, 7, 8, GluOp::Reglu),
         (DType::F32, 64, 17, 5, GluOp::Swiglu),
         (DType::F16, 96, 6, 1, GluOp::GegluErf),
+        // 4 rows per workgroup, a partial last group.
+        (DType::Q4_0, 64, 8300, 1, GluOp::Swiglu),
+        (DType::Q4_K, 256, 1100, 2, GluOp::Swiglu),
     ] {
         let desc = format!(
             "FUSED {} of mul_mat {wt} k={k} m={m} n={n} (gate, up)",

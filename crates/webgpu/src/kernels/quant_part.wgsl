@@ -1,0 +1,174 @@
+// Part decoders for the mat-vec kernel: `part(row, u, p)` returns 8 of the 32 values of unit u
+// (values 32u .. 32u + 31) of a weight row starting at `row` (a byte offset for block formats,
+// an element offset for floats), as two vec4s; `xpair(p)` says which vec4s of the unit's 32
+// activations (0..7) they multiply. Four lanes decode one unit, so neighbouring lanes read
+// neighbouring bytes: each load instruction of a subgroup covers a short contiguous span
+// instead of a unit-sized stride per lane. The formats whose 32 values come from the low and
+// the high nibbles of 16 bytes give part p the two nibbles of their bytes 4p .. 4p + 3 (one
+// word); the rest give part p values 8p .. 8p + 7. Layouts and formulas as in
+// `quant_unit.wgsl`, whose helpers (w2, funnel, nib, bytes_i, bits4, bit4, kscale) these use.
+
+// U_NIBBLES: q4_0, q4_1, q5_0, q5_1.
+#if U_NIBBLES
+fn xpair(p: u32) -> vec2<u32> {
+    return vec2<u32>(p, p + 4u);
+}
+#else
+fn xpair(p: u32) -> vec2<u32> {
+    return vec2<u32>(2u * p, 2u * p + 1u);
+}
+#endif
+
+#if U_Q4_0
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let blk = row + u * 18u;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r0 = ldw(a);
+    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
+    let q = funnel(ldw(a + p), ldw(a + p + 1u), up);
+    return array<vec4<f32>, 2>((vec4<f32>(nib(q, 0u)) - 8.0) * d,
+                               (vec4<f32>(nib(q, 4u)) - 8.0) * d);
+}
+#endif
+
+#if U_Q4_1
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let w0 = (row + u * 20u) >> 2u;
+    let dm = unpack2x16float(ldw(w0));
+    let q = ldw(w0 + 1u + p);
+    return array<vec4<f32>, 2>(vec4<f32>(nib(q, 0u)) * dm.x + dm.y,
+                               vec4<f32>(nib(q, 4u)) * dm.x + dm.y);
+}
+#endif
+
+#if U_Q5_0
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let blk = row + u * 22u;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r0 = ldw(a);
+    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
+    let qh = funnel(r0, ldw(a + 1u), up);
+    let q = funnel(ldw(a + 1u + p), ldw(a + 2u + p), up);
+    return array<vec4<f32>, 2>((vec4<f32>(nib(q, 0u) | bits4(qh, 4u * p)) - 16.0) * d,
+                               (vec4<f32>(nib(q, 4u) | bits4(qh, 16u + 4u * p)) - 16.0) * d);
+}
+#endif
+
+#if U_Q5_1
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let w0 = (row + u * 24u) >> 2u;
+    let dm = unpack2x16float(ldw(w0));
+    let qh = ldw(w0 + 1u);
+    let q = ldw(w0 + 2u + p);
+    return array<vec4<f32>, 2>(vec4<f32>(nib(q, 0u) | bits4(qh, 4u * p)) * dm.x + dm.y,
+                               vec4<f32>(nib(q, 4u) | bits4(qh, 16u + 4u * p)) * dm.x + dm.y);
+}
+#endif
+
+#if U_Q8_0
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let blk = row + u * 34u;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r0 = ldw(a);
+    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
+    let w0 = ldw(a + 2u * p);
+    let w1 = ldw(a + 2u * p + 1u);
+    let w2 = ldw(a + 2u * p + 2u);
+    return array<vec4<f32>, 2>(bytes_i(funnel(w0, w1, up)) * d, bytes_i(funnel(w1, w2, up)) * d);
+}
+#endif
+
+#if U_Q4_K
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let s = u % 8u;
+    let w0 = (row + (u / 8u) * 144u) >> 2u;
+    let dm = unpack2x16float(ldw(w0));
+    let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), s);
+    let d = dm.x * sm.x;
+    let mn = dm.y * sm.y;
+    let q = w0 + 4u + 8u * (s / 2u) + 2u * p;
+    let sh = 4u * (s % 2u);
+    return array<vec4<f32>, 2>(vec4<f32>(nib(ldw(q), sh)) * d - mn,
+                               vec4<f32>(nib(ldw(q + 1u), sh)) * d - mn);
+}
+#endif
+
+#if U_Q5_K
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let s = u % 8u;
+    let w0 = (row + (u / 8u) * 176u) >> 2u;
+    let dm = unpack2x16float(ldw(w0));
+    let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), s);
+    let d = dm.x * sm.x;
+    let mn = dm.y * sm.y;
+    let q = w0 + 12u + 8u * (s / 2u) + 2u * p;
+    let h = w0 + 4u + 2u * p;
+    let sh = 4u * (s % 2u);
+    return array<vec4<f32>, 2>(vec4<f32>(nib(ldw(q), sh) | bit4(ldw(h), s)) * d - mn,
+                               vec4<f32>(nib(ldw(q + 1u), sh) | bit4(ldw(h + 1u), s)) * d - mn);
+}
+#endif
+
+#if U_Q6_K
+fn q6(ql: u32, qh: u32, shl: u32, shh: u32) -> vec4<f32> {
+    let lo = (vec4<u32>(ql) >> vec4<u32>(shl, 8u + shl, 16u + shl, 24u + shl)) & vec4<u32>(15u);
+    let hi = (vec4<u32>(qh) >> vec4<u32>(shh, 8u + shh, 16u + shh, 24u + shh)) & vec4<u32>(3u);
+    return vec4<f32>(bitcast<vec4<i32>>(lo | (hi << vec4<u32>(4u)))) - 32.0;
+}
+
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let s = u % 8u;
+    let blk = row + (u / 8u) * 210u;
+    let n = s / 4u;
+    let quarter = s % 4u;
+    let d = unpack2x16float(w2(blk + 208u)).x;
+    let sc = bytes_i(w2(blk + 192u + 8u * n + 2u * quarter));
+    let ql = blk + 64u * n + 32u * (quarter & 1u) + 8u * p;
+    let qh = blk + 128u + 32u * n + 8u * p;
+    let shl = 4u * (quarter >> 1u);
+    let shh = 2u * quarter;
+    let f = d * select(sc.x, sc.y, p >= 2u);
+    return array<vec4<f32>, 2>(q6(w2(ql), w2(qh), shl, shh) * f,
+                               q6(w2(ql + 4u), w2(qh + 4u), shl, shh) * f);
+}
+#endif
+
+#if U_GENERIC
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let blk = row + (u / {{SUBS}}u) * {{TYPE_SIZE}}u;
+    let i = (u % {{SUBS}}u) * 32u + 8u * p;
+    return array<vec4<f32>, 2>(vec4<f32>(dq(blk, i), dq(blk, i + 1u), dq(blk, i + 2u), dq(blk, i + 3u)),
+                               vec4<f32>(dq(blk, i + 4u), dq(blk, i + 5u), dq(blk, i + 6u), dq(blk, i + 7u)));
+}
+#endif
+
+#if U_F16
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let w = ((row + 32u * u) >> 1u) + 4u * p;
+    return array<vec4<f32>, 2>(vec4<f32>(unpack2x16float(ldw(w)), unpack2x16float(ldw(w + 1u))),
+                               vec4<f32>(unpack2x16float(ldw(w + 2u)), unpack2x16float(ldw(w + 3u))));
+}
+#endif
+
+#if U_BF16
+fn bf2(a: u32, b: u32) -> vec4<f32> {
+    return bitcast<vec4<f32>>(vec4<u32>(a << 16u, a & 0xffff0000u, b << 16u, b & 0xffff0000u));
+}
+
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let w = ((row + 32u * u) >> 1u) + 4u * p;
+    return array<vec4<f32>, 2>(bf2(ldw(w), ldw(w + 1u)), bf2(ldw(w + 2u), ldw(w + 3u)));
+}
+#endif
+
+#if U_F32
+fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+    let i = row + 32u * u + 8u * p;
+    return array<vec4<f32>, 2>(
+        bitcast<vec4<f32>>(vec4<u32>(ldw(i), ldw(i + 1u), ldw(i + 2u), ldw(i + 3u))),
+        bitcast<vec4<f32>>(vec4<u32>(ldw(i + 4u), ldw(i + 5u), ldw(i + 6u), ldw(i + 7u))));
+}
+#endif
