@@ -62,6 +62,8 @@ pub struct Capabilities {
     pub cooperative_matrix: bool,
     /// The limits the device was created with (the adapter's own).
     pub limits: wgpu::Limits,
+    /// [`WebGpuConfig::int8_activations`].
+    pub int8_activations: bool,
     /// Largest storage binding the planner uses: `limits.max_storage_buffer_binding_size`, or
     /// [`WebGpuConfig::max_binding_bytes`] when that is lower.
     pub binding_limit: u64,
@@ -296,6 +298,7 @@ impl Gpu {
             cooperative_matrix_offered: offered
                 .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
             cooperative_matrix: features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            int8_activations: config.int8_activations,
             binding_limit: config
                 .max_binding_bytes
                 .map_or(limits.max_storage_buffer_binding_size, |b| {

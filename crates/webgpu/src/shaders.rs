@@ -67,6 +67,8 @@ pub enum Kernel {
         rpw: u32,
         epilogue: VecEpilogue,
         subgroups: bool,
+        /// Int8 activations and integer dot products (`partq` decoders).
+        q8x: bool,
     },
     /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
     /// `MulMatVec`.
@@ -74,7 +76,8 @@ pub enum Kernel {
     /// `glu.wgsl`: `dst = EXPR(x, g)`.
     Glu { expr: &'static str },
     /// `norm.wgsl`, one workgroup per row; `mul`: times a weight row (a fused ggml_mul).
-    Norm { kind: NormKind, mul: bool },
+    /// `vpl`: values per lane kept in registers.
+    Norm { kind: NormKind, mul: bool, vpl: u32 },
     /// `softmax.wgsl`, one workgroup per row; which optional sources are bound.
     SoftMax { mask: bool, sinks: bool },
     /// `rope.wgsl`: the mode (pairing and position sections), with or without frequency
@@ -394,7 +397,8 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             activations = true;
             GLU
         }
-        Kernel::Norm { kind, mul } => {
+        Kernel::Norm { kind, mul, vpl } => {
+            vars.push(("VPL", vpl.to_string()));
             if mul {
                 flags.push("MUL_W");
             }
@@ -503,9 +507,23 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             rpw,
             epilogue,
             subgroups,
+            q8x,
         } => {
             if subgroups {
                 flags.push("SUBGROUP");
+            }
+            if q8x {
+                flags.push("Q8X");
+                flags.push(match src0 {
+                    DType::Q4_0 => "Q8X_Q4_0",
+                    DType::Q4_1 => "Q8X_Q4_1",
+                    DType::Q5_0 => "Q8X_Q5_0",
+                    DType::Q5_1 => "Q8X_Q5_1",
+                    DType::Q8_0 => "Q8X_Q8_0",
+                    DType::Q4_K => "Q8X_Q4_K",
+                    DType::Q6_K => "Q8X_Q6_K",
+                    d => return Err(format!("no int8-activation decoder for {d}")),
+                });
             }
             let mut weights = 1;
             match epilogue {

@@ -43,6 +43,31 @@ fn dot2(w: array<vec4<f32>, 2>, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
     return dot(w[0], x0) + dot(w[1], x1);
 }
 
+#if Q8X
+// Q8X (quantized weights): the eight activations of a part as int8 with one scale (as ggml's
+// q8 activations, per 8 values here instead of 32), so each row's part is two dot4I8Packed
+// instead of eight decoded floats; their exact f32 sum carries the weights' offset m.
+struct XQ {
+    qa: u32,
+    qb: u32,
+    dx: f32,
+    sx: f32,
+}
+
+fn quantx(a: vec4<f32>, b: vec4<f32>) -> XQ {
+    let am = max(abs(a), abs(b));
+    let amax = max(max(am.x, am.y), max(am.z, am.w));
+    let inv = select(1.0 / amax, 0.0, amax == 0.0);
+    return XQ(pack4x8snorm(a * inv), pack4x8snorm(b * inv), amax / 127.0,
+              dot(a + b, vec4<f32>(1.0)));
+}
+
+fn dotq(w: PartQ, x: XQ) -> f32 {
+    let q = dot4I8Packed(w.qa, x.qa) + dot4I8Packed(w.qb, x.qb);
+    return w.d * x.dx * f32(q) + w.m * x.sx;
+}
+#endif
+
 // Stores a lane's sum k for the reduction: with SUBGROUP the subgroup's total, by its first
 // lane, in the subgroup's slot; else the lane's own value in its slot.
 fn put(k: u32, v: f32, slot: u32, leader: bool) {
@@ -101,19 +126,37 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             xa_$c = src1[xb + $cu * xcol + xp.x];
             xb_$c = src1[xb + $cu * xcol + xp.y];
         }
+#if Q8X
+        let xq_$c = quantx(xa_$c, xb_$c);
+#endif
 #endunroll
 #unroll r RPW
         if ($ru < rows) {
             wsel = 0u;
+#if Q8X
+            let w_$r = partq(row0_$r, u, p);
+#else
             let w_$r = part(row0_$r, u, p);
+#endif
 #if GLU
             wsel = 1u;
+#if Q8X
+            let g_$r = partq(row2_$r, u, p);
+#else
             let g_$r = part(row2_$r, u, p);
 #endif
+#endif
 #unroll c NC
+#if Q8X
+            acc_$r_$c += dotq(w_$r, xq_$c);
+#if GLU
+            up_$r_$c += dotq(g_$r, xq_$c);
+#endif
+#else
             acc_$r_$c += dot2(w_$r, xa_$c, xb_$c);
 #if GLU
             up_$r_$c += dot2(g_$r, xa_$c, xb_$c);
+#endif
 #endif
 #endunroll
         }

@@ -172,3 +172,114 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
         bitcast<vec4<f32>>(vec4<u32>(ldw(i + 4u), ldw(i + 5u), ldw(i + 6u), ldw(i + 7u))));
 }
 #endif
+
+// Q8X: the same parts as integers for int8 activations. `partq(row, u, p)` gives the part's
+// quants as two words of four bytes (each < 128, so they read the same signed or unsigned) in
+// the order of `part`'s two vec4s, and (d, m) with value = d · q + m.
+#if Q8X
+struct PartQ {
+    qa: u32,
+    qb: u32,
+    d: f32,
+    m: f32,
+}
+
+const LOW4: u32 = 0x0f0f0f0fu;
+
+// Bits s .. s + 3 of qh moved to bit 4 of bytes 0 .. 3.
+fn hbits(qh: u32, s: u32) -> u32 {
+    let h = qh >> s;
+    return ((h & 1u) << 4u) | ((h & 2u) << 11u) | ((h & 4u) << 18u) | ((h & 8u) << 25u);
+}
+#endif
+
+#if Q8X_Q4_0
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let blk = row + u * 18u;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r0 = ldw(a);
+    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
+    let q = funnel(ldw(a + p), ldw(a + p + 1u), up);
+    return PartQ(q & LOW4, (q >> 4u) & LOW4, d, -8.0 * d);
+}
+#endif
+
+#if Q8X_Q4_1
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let w0 = (row + u * 20u) >> 2u;
+    let dm = unpack2x16float(ldw(w0));
+    let q = ldw(w0 + 1u + p);
+    return PartQ(q & LOW4, (q >> 4u) & LOW4, dm.x, dm.y);
+}
+#endif
+
+#if Q8X_Q5_0
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let blk = row + u * 22u;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r0 = ldw(a);
+    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
+    let qh = funnel(r0, ldw(a + 1u), up);
+    let q = funnel(ldw(a + 1u + p), ldw(a + 2u + p), up);
+    return PartQ((q & LOW4) | hbits(qh, 4u * p), ((q >> 4u) & LOW4) | hbits(qh, 16u + 4u * p),
+                 d, -16.0 * d);
+}
+#endif
+
+#if Q8X_Q5_1
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let w0 = (row + u * 24u) >> 2u;
+    let dm = unpack2x16float(ldw(w0));
+    let qh = ldw(w0 + 1u);
+    let q = ldw(w0 + 2u + p);
+    return PartQ((q & LOW4) | hbits(qh, 4u * p), ((q >> 4u) & LOW4) | hbits(qh, 16u + 4u * p),
+                 dm.x, dm.y);
+}
+#endif
+
+#if Q8X_Q8_0
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let blk = row + u * 34u;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r0 = ldw(a);
+    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
+    let w0 = ldw(a + 2u * p);
+    let w1 = ldw(a + 2u * p + 1u);
+    let w2 = ldw(a + 2u * p + 2u);
+    return PartQ(funnel(w0, w1, up), funnel(w1, w2, up), d, 0.0);
+}
+#endif
+
+#if Q8X_Q4_K
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let s = u % 8u;
+    let w0 = (row + (u / 8u) * 144u) >> 2u;
+    let dm = unpack2x16float(ldw(w0));
+    let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), s);
+    let q = w0 + 4u + 8u * (s / 2u) + 2u * p;
+    let sh = 4u * (s % 2u);
+    return PartQ((ldw(q) >> sh) & LOW4, (ldw(q + 1u) >> sh) & LOW4, dm.x * sm.x, -dm.y * sm.y);
+}
+#endif
+
+#if Q8X_Q6_K
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let s = u % 8u;
+    let blk = row + (u / 8u) * 210u;
+    let n = s / 4u;
+    let quarter = s % 4u;
+    let d = unpack2x16float(w2(blk + 208u)).x;
+    let sc = bytes_i(w2(blk + 192u + 8u * n + 2u * quarter));
+    let ql = blk + 64u * n + 32u * (quarter & 1u) + 8u * p;
+    let qh = blk + 128u + 32u * n + 8u * p;
+    let shl = 4u * (quarter >> 1u);
+    let shh = 2u * quarter;
+    let f = d * select(sc.x, sc.y, p >= 2u);
+    let qa = ((w2(ql) >> shl) & LOW4) | (((w2(qh) >> shh) & 0x03030303u) << 4u);
+    let qb = ((w2(ql + 4u) >> shl) & LOW4) | (((w2(qh + 4u) >> shh) & 0x03030303u) << 4u);
+    return PartQ(qa, qb, f, -32.0 * f);
+}
+#endif

@@ -140,15 +140,34 @@ fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
     f32_ok && weight_ok && la.ne[0].is_multiple_of(32)
 }
 
+/// Weight dtypes whose mat-vec takes int8 activations and integer dot products
+/// (`partq` in `quant_part.wgsl`): decoding eight floats per part and row made the float path
+/// bound by instruction issue, not by weight bytes (an H200 read q4_0 at a third of f16's
+/// bytes per second). The activations are rounded to int8 per 8 values, as ggml's CPU backend
+/// rounds them to q8_0/q8_K per 32 or 256 for the same weights: NMSE ~1e-5 against f32.
+pub(crate) fn int8_activations(a: DType) -> bool {
+    matches!(
+        a,
+        DType::Q4_0
+            | DType::Q4_1
+            | DType::Q5_0
+            | DType::Q5_1
+            | DType::Q8_0
+            | DType::Q4_K
+            | DType::Q6_K
+    )
+}
+
 /// The mat-vec pipeline for weights of `a` with rows of `units` units, `m` rows, at most `nc`
-/// activation columns; `subgroups`: reduce through subgroup operations.
+/// activation columns; `subgroups`: reduce through subgroup operations; `int8`: int8
+/// activations when `a` has an integer decoder.
 fn vec_key(
     a: DType,
     nc: u32,
     epilogue: VecEpilogue,
     units: u64,
     m: u64,
-    subgroups: bool,
+    (subgroups, int8): (bool, bool),
 ) -> PipelineKey {
     let nw = match epilogue {
         VecEpilogue::Glu { .. } => 2,
@@ -166,6 +185,7 @@ fn vec_key(
             rpw,
             epilogue,
             subgroups,
+            q8x: int8 && int8_activations(a),
         },
         dtypes,
         wg,
@@ -228,7 +248,7 @@ pub(super) fn mul_mat_vec_glu(
         VecEpilogue::Glu { expr },
         ea[0] / 32,
         m,
-        gate.caps.subgroups,
+        (gate.caps.subgroups, gate.caps.int8_activations),
     );
     let rpw = match key.kernel {
         Kernel::MulMatVec { rpw, .. } => rpw,
@@ -283,7 +303,8 @@ fn mul_mat_vec(
     let mut out = Vec::new();
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
-        let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32, m, ctx.caps.subgroups);
+        let flags = (ctx.caps.subgroups, ctx.caps.int8_activations);
+        let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32, m, flags);
         let rows_per_group = match key.kernel {
             Kernel::MulMatVec { rpw, .. } => u64::from(rpw),
             _ => 1,
@@ -353,8 +374,12 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .into_iter()
         .chain(QUANTS)
     {
-        for (units, m, sg) in [(2, 5, false), (100, 4096, true), (1000, 14336, false)] {
-            let mut add = |e| keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, units, m, sg)));
+        for (units, m, f) in [
+            (2, 5, (false, true)),
+            (100, 4096, (true, false)),
+            (1000, 14336, (false, false)),
+        ] {
+            let mut add = |e| keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, units, m, f)));
             add(VecEpilogue::None);
             add(VecEpilogue::Add);
             if unit_decoded(a) {

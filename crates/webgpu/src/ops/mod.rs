@@ -7,6 +7,7 @@ mod attention;
 mod elementwise;
 mod fuse;
 mod matmul;
+pub(crate) use matmul::int8_activations;
 mod moe;
 mod nn;
 mod reduce;

@@ -80,9 +80,15 @@ pub(super) fn glu(ctx: &Ctx, op: GluOp, swapped: bool) -> Result<Vec<Dispatch>> 
     )?])
 }
 
-fn norm_key(kind: NormKind, mul: bool) -> PipelineKey {
+/// Values per lane a norm pipeline keeps in registers: enough for rows of `n` (up to 16, 4096
+/// values at 256 lanes; longer rows stream the rest).
+fn norm_vpl(n: u64) -> u32 {
+    n.div_ceil(u64::from(WG_ROW)).clamp(1, 16) as u32
+}
+
+fn norm_key(kind: NormKind, mul: bool, vpl: u32) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Norm { kind, mul },
+        kernel: Kernel::Norm { kind, mul, vpl },
         dtypes: vec![DType::F32; 2 + usize::from(mul)],
         wg: WG_ROW,
     }
@@ -111,7 +117,7 @@ pub(super) fn norm(ctx: &Ctx, kind: NormKind, eps: f32) -> Result<Vec<Dispatch>>
     ctx.require(a.dtype == DType::F32 && dst.dtype == DType::F32, "f32")?;
     Ok(vec![per_row(
         ctx,
-        norm_key(kind, false),
+        norm_key(kind, false, norm_vpl(a.layout.ne[0])),
         vec![a, dst],
         words(&[eps]),
     )?])
@@ -131,7 +137,7 @@ pub(super) fn norm_mul(
     norm.require(a.dtype == DType::F32 && dst.dtype == DType::F32, "f32")?;
     Ok(vec![per_row(
         norm,
-        norm_key(kind, true),
+        norm_key(kind, true, norm_vpl(a.layout.ne[0])),
         vec![a, weight, dst],
         words(&[eps]),
     )?])
@@ -282,7 +288,11 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         }
     }
     for mul in [false, true] {
-        keys.extend([NormKind::Rms, NormKind::Norm, NormKind::L2].map(|k| norm_key(k, mul)));
+        for vpl in [1, 3, 16] {
+            keys.extend(
+                [NormKind::Rms, NormKind::Norm, NormKind::L2].map(|k| norm_key(k, mul, vpl)),
+            );
+        }
     }
     for mask in [None, Some(DType::F32), Some(DType::F16)] {
         for sinks in [false, true] {

@@ -39,7 +39,6 @@ pub(super) const EXACT: f64 = 0.0;
 pub(super) const F16_OUT: f64 = 1e-6;
 pub(super) const F32_MATH: f64 = 1e-10;
 pub(super) const MATMUL: f64 = 1e-9;
-
 pub(super) fn case(
     op: &'static str,
     name: String,
@@ -611,6 +610,41 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
                 let mut b = Built::default();
                 let a = weight(g, rng, wt, [k, m, wa[0], wa[1]])?;
                 let x = input(g, rng, &mut b, DType::F32, [k, n, wb[0], wb[1]], -1.0, 1.0)?;
+                let r = g.mul_mat(a, x)?;
+                g.mark_output(r)?;
+                Ok(b)
+            }));
+        }
+    }
+    // Activations the int8 rounding of the mat-vec's int8 path (WebGpuConfig::int8_activations)
+    // keeps exact (multiples of 1/128, each 4 values reaching ±127/128), so its decoders are
+    // held to the f32 tolerance there too: an error in a weight's small offset (q4_1's m) would
+    // hide below the int8 tolerance with random activations.
+    for wt in QUANTS
+        .into_iter()
+        .filter(|&d| crate::ops::int8_activations(d))
+    {
+        let k = wt.block_size() as u64 * 2;
+        for n in [1u64, 3] {
+            let name = format!("MUL_MAT {wt} x f32 k={k} m=33 n={n} int8-exact activations");
+            out.push(case("MUL_MAT", name, MATMUL, move |g, rng| {
+                let mut b = Built::default();
+                let a = weight(g, rng, wt, [k, 33, 1, 1])?;
+                let x = g.input("x", DType::F32, [k, n, 1, 1])?;
+                let mut vals = Vec::new();
+                // A peak in every vec4: the kernel's groups of 8 are two vec4s.
+                for _ in 0..k * n / 4 {
+                    let peak = rng.below(4);
+                    for j in 0..4 {
+                        let q = match j == peak {
+                            true => [127.0, -127.0][rng.below(2) as usize],
+                            false => rng.below(255) as f32 - 127.0,
+                        };
+                        vals.push(q / 128.0);
+                    }
+                }
+                b.inputs
+                    .push((x, vals.iter().flat_map(|v| v.to_le_bytes()).collect()));
                 let r = g.mul_mat(a, x)?;
                 g.mark_output(r)?;
                 Ok(b)

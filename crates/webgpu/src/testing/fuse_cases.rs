@@ -139,12 +139,12 @@ fn glu_cases(out: &mut Vec<Case>) {
     // Not fused: gate and up read different activations.
     out.push(case(
         "FUSED_GLU",
-        "FUSED swiglu of mul_mat q4_0 over two activations (unfused)".into(),
+        "FUSED swiglu of mul_mat f16 over two activations (unfused)".into(),
         MATMUL,
         |g, rng| {
             let mut b = Built::default();
-            let wg = weight(g, rng, DType::Q4_0, [64, 8, 1, 1])?;
-            let wu = weight(g, rng, DType::Q4_0, [64, 8, 1, 1])?;
+            let wg = weight(g, rng, DType::F16, [64, 8, 1, 1])?;
+            let wu = weight(g, rng, DType::F16, [64, 8, 1, 1])?;
             let x = input(g, rng, &mut b, DType::F32, [64, 1, 1, 1], -1.0, 1.0)?;
             let y = input(g, rng, &mut b, DType::F32, [64, 1, 1, 1], -1.0, 1.0)?;
             let gate = g.mul_mat(wg, x)?;

@@ -59,7 +59,15 @@ fn norm_cases(out: &mut Vec<Case>) {
         ("L2_NORM", |g, x| g.l2_norm(x, 1e-6)),
     ];
     for (name, f) in norms {
-        for ne in [[33u64, 4, 2, 1], [257, 1, 1, 1], [1, 3, 1, 1]] {
+        // Rows of 600 (3 values per lane in registers) and of 4500 (past the 16 values per lane
+        // kept: the rest streamed).
+        for ne in [
+            [33u64, 4, 2, 1],
+            [257, 1, 1, 1],
+            [1, 3, 1, 1],
+            [600, 2, 1, 1],
+            [4500, 2, 1, 1],
+        ] {
             out.push(case(
                 name,
                 format!("{name} f32 {ne:?}"),
