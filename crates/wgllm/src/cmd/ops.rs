@@ -145,6 +145,10 @@ fn run_large(args: &Args, opened: &OpenedBackend, out: &mut impl Write) -> Resul
             false => "-".to_string(),
             true => match run_case(&CpuBackend, opened.as_dyn(), case, seed).outcome {
                 Outcome::Pass { nmse } => format!("nmse {nmse:.1e}"),
+                // Int8 activations round the products' inputs (as the op tests bound them).
+                Outcome::Fail { nmse, .. } if args.backend.int8_activations && nmse <= 2e-4 => {
+                    format!("nmse {nmse:.1e} (int8)")
+                }
                 other => {
                     failed += 1;
                     writeln!(out, "| {} | {other:?} | | | | |", case.name)?;
