@@ -117,7 +117,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             for (var c = 0u; c < DVP; c++) {
                 acc[c] *= alpha;
             }
-            for (var i = 0u; i < cnt; i++) {
+            // Four keys at a time, their V loads in flight together; a masked key's row is
+            // read (it lies inside the view) but selected away, so NaN in an unwritten cache
+            // row cannot reach acc.
+            var i = 0u;
+            for (; i + 4u <= cnt; i += 4u) {
+#unroll k 4
+                let ok_$k = sc[i + $ku] > NEG;
+                let p_$k = select(0.0, exp(sc[i + $ku] - m_new), ok_$k);
+                let vrow_$k = vrow0 + (t0 + i + $ku) * vnb1;
+#endunroll
+                l += (p_0 + p_1) + (p_2 + p_3);
+#unroll c DVP
+                if (lid + $cu * WG < DV) {
+#unroll k 4
+                    let v_$k_$c = select(0.0, v_at(vrow_$k, lid + $cu * WG), ok_$k);
+#endunroll
+                    acc[$cu] += p_0 * v_0_$c + p_1 * v_1_$c + p_2 * v_2_$c + p_3 * v_3_$c;
+                }
+#endunroll
+            }
+            for (; i < cnt; i++) {
                 let si = sc[i];
                 if (si > NEG) {
                     let p = exp(si - m_new);

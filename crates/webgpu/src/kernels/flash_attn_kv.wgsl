@@ -53,10 +53,21 @@ fn {{KV}}_at(row: u32, j: u32) -> f32 {
     return load_{{SRC}}(row + j * t_nb({{BINDING}}u, 0u));
 }
 
+// 16 loads at a time (`#unroll`), all in flight together: a loop of one load per step waits
+// for each in turn, which made decode attention bound by load latency.
 fn {{KV}}_dot(row: u32) -> f32 {
     let nb0 = t_nb({{BINDING}}u, 0u);
     var s = 0.0;
-    for (var i = 0u; i < D; i++) {
+    var i = 0u;
+    for (; i + 16u <= D; i += 16u) {
+#unroll j 16
+        let v_$j = load_{{SRC}}(row + (i + $ju) * nb0);
+#endunroll
+#unroll j 16
+        s += qsh[i + $ju] * v_$j;
+#endunroll
+    }
+    for (; i < D; i++) {
         s += qsh[i] * load_{{SRC}}(row + i * nb0);
     }
     return s;
