@@ -137,11 +137,17 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 #endif
 
 #if U_GENERIC
+// A loop, not eight inlined `dq` calls: inlined, iq1_s's grid lookups made a kernel that lost
+// the device of Chromium's SwiftShader.
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let blk = row + (u / {{SUBS}}u) * {{TYPE_SIZE}}u;
     let i = (u % {{SUBS}}u) * 32u + 8u * p;
-    return array<vec4<f32>, 2>(vec4<f32>(dq(blk, i), dq(blk, i + 1u), dq(blk, i + 2u), dq(blk, i + 3u)),
-                               vec4<f32>(dq(blk, i + 4u), dq(blk, i + 5u), dq(blk, i + 6u), dq(blk, i + 7u)));
+    var v: array<vec4<f32>, 2>;
+    for (var h = 0u; h < 2u; h++) {
+        let j = i + 4u * h;
+        v[h] = vec4<f32>(dq(blk, j), dq(blk, j + 1u), dq(blk, j + 2u), dq(blk, j + 3u));
+    }
+    return v;
 }
 #endif
 

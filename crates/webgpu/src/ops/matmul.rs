@@ -89,7 +89,14 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
     let n = eb[1];
     if unit_path(ctx, &a, &b) {
-        return match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
+        // Formats without a part decoder (`dq` per value: the IQ grids, ...) take the mat-vec
+        // for one column only: unrolled over 8 columns, iq1_s's kernel lost the device of
+        // Chromium's SwiftShader while compiling.
+        let cols = match unit_decoded(a.dtype) {
+            true => &VEC_COLS[..],
+            false => &VEC_COLS[..1],
+        };
+        return match cols.iter().copied().find(|&c| u64::from(c) >= n) {
             Some(nc) => mul_mat_vec(ctx, &a, &b, &dst, None, nc),
             None => mul_mat_tiled(ctx, &a, &b, &dst),
         };
@@ -278,7 +285,8 @@ pub(super) fn mul_mat_vec_add(
         && residual.dtype == DType::F32
         && dst.dtype == DType::F32
         && b.dtype == DType::F32
-        && unit_path(mm, &a, &b);
+        && unit_path(mm, &a, &b)
+        && (unit_decoded(a.dtype) || n == 1);
     match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
         Some(nc) if ok => mul_mat_vec(mm, &a, &b, &dst, Some(&residual), nc).map(Some),
         _ => Ok(None),
