@@ -1,6 +1,7 @@
 //! The large shapes of issue 6's kernel benchmarks, for `wgllm ops --large`: a plain copy (the
 //! bandwidth reference every other figure is a fraction of), quantized mat-vec at a Llama-8B
-//! layer's shapes, f16 mat-mat at 4096³ and prefill shapes, and decode attention over long caches.
+//! layer's shapes, f16 mat-mat at 4096³ and prefill shapes, decode attention over long caches,
+//! and chains of small dependent dispatches (what one costs when a decode step is ~400).
 //!
 //! The op table checks correctness on small shapes; these cases exist to be timed. Each says
 //! whether it is also compared with the CPU reference ([`LargeCase::check`]): the mat-vec and
@@ -64,6 +65,17 @@ pub fn large_cases() -> Vec<LargeCase> {
             check: false,
         });
     }
+    // What one dispatch costs when a chain of them depends each on the last (a decode step is
+    // ~400 such): 400 one-element scales, and 400 SmolLM2-sized mat-vecs (576 x 576 q4_1).
+    out.push(LargeCase {
+        case: chain_case("SCALE f32 [1]", 1, None),
+        check: true,
+    });
+    out.push(LargeCase {
+        // The products grow without bound: timed only.
+        case: chain_case("MUL_MAT q4_1 576 x 576", 576, Some(DType::Q4_1)),
+        check: false,
+    });
     for n_kv in [4096, 32768] {
         out.push(LargeCase {
             case: attn_case(n_kv),
@@ -83,6 +95,34 @@ fn mat_case(wt: DType, k: u64, m: u64, n: u64) -> Case {
         let x = input(g, rng, &mut b, DType::F32, [k, n, 1, 1], -1.0, 1.0)?;
         let r = g.mul_mat(w, x)?;
         g.mark_output(r)?;
+        Ok(b)
+    })
+}
+
+/// Dispatches in a chain case.
+pub const CHAIN: u64 = 400;
+
+/// [`CHAIN`] dependent ops on an `n`-vector: scales, or products with one `n × n` weight of
+/// `wt`.
+fn chain_case(desc: &str, n: u64, wt: Option<DType>) -> Case {
+    let name = format!("CHAIN {CHAIN} x {desc}");
+    case("CHAIN", name, MATMUL, move |g, rng| {
+        let mut b = Built::default();
+        let mut x = input(g, rng, &mut b, DType::F32, [n, 1, 1, 1], -1.0, 1.0)?;
+        let w = match wt {
+            Some(wt) => {
+                let data = random_bytes(rng, wt, n * n, -1.0, 1.0)?;
+                Some(g.weight("w", wt, [n, n, 1, 1], Bytes::from(data))?)
+            }
+            None => None,
+        };
+        for _ in 0..CHAIN {
+            x = match w {
+                Some(w) => g.mul_mat(w, x)?,
+                None => g.scale(x, 0.999, 0.001)?,
+            };
+        }
+        g.mark_output(x)?;
         Ok(b)
     })
 }
