@@ -118,6 +118,9 @@ pub enum VecEpilogue {
     /// Pair it with the product of a second weight through a GLU `EXPR(x, g)` (a fused
     /// ggml_glu_split of the gate and up projections).
     Glu { expr: &'static str },
+    /// Three weights of one activation (q, k, v projections: src0, src2, src3) into three
+    /// results (src4, src5, dst), each workgroup's rows from one of them.
+    Qkv,
 }
 
 /// How `top_k.wgsl` covers a row.
@@ -325,7 +328,14 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                 ..
             }
         );
-        let weight = k == 0 || (glu && k == 2);
+        let qkv = matches!(
+            key.kernel,
+            Kernel::MulMatVec {
+                epilogue: VecEpilogue::Qkv,
+                ..
+            }
+        );
+        let weight = k == 0 || (glu && k == 2) || (qkv && (k == 2 || k == 3));
         if mat_vec && weight && matches!(dt, DType::F16 | DType::BF16 | DType::F32) {
             elem = "u32";
         }
@@ -346,16 +356,17 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         ));
     }
     head.push('\n');
-    // The GLU mat-vec's second weight (binding 2) is read as words too, not through a loader.
-    let glu_vec = matches!(
+    // The GLU and QKV mat-vecs' other weights (bindings 2, 3) are read as words too, not
+    // through a loader (the QKV results 4, 5 are stored to directly).
+    let multi_vec = matches!(
         key.kernel,
         Kernel::MulMatVec {
-            epilogue: VecEpilogue::Glu { .. },
+            epilogue: VecEpilogue::Glu { .. } | VecEpilogue::Qkv,
             ..
         }
     );
     for (k, &dt) in key.dtypes[..n - 1].iter().enumerate() {
-        if (mat_vec && (k < 2 || glu_vec)) || words {
+        if (mat_vec && (k < 2 || multi_vec)) || words {
             continue;
         }
         if let Some(l) = loader(&binding_name(k, n), dt) {
@@ -535,6 +546,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                     activations = true;
                     weights = 2;
                 }
+                VecEpilogue::Qkv => flags.push("QKV"),
             }
             vars.push(("NC", nc.to_string()));
             vars.push(("RPW", rpw.to_string()));

@@ -227,6 +227,27 @@ fn fusions_plan_one_dispatch_per_pattern() {
         .unwrap();
     g.mark_output(r).unwrap();
     assert_eq!(count(&g), 1, "gate/up GLU");
+
+    let qkv = |early_read: bool| {
+        let mut g = Graph::new();
+        let x = g.input("x", DType::F32, [256, 1, 1, 1]).unwrap();
+        let mut outs = Vec::new();
+        for (name, m) in [("wq", 32), ("wk", 8), ("wv", 8)] {
+            let w = weight(&mut g, name, DType::Q4_0, [256, m, 1, 1]);
+            let y = g.mul_mat(w, x).unwrap();
+            let y = match early_read && name == "wq" {
+                true => g.scale(y, 2.0, 0.0).unwrap(),
+                false => y,
+            };
+            outs.push(y);
+        }
+        for y in outs {
+            g.mark_output(y).unwrap();
+        }
+        count(&g)
+    };
+    assert_eq!(qkv(false), 1, "q/k/v products of one activation");
+    assert_eq!(qkv(true), 4, "q read before v: unfused");
 }
 
 /// With `int8_activations` the quantized mat-vecs round their activations to int8: every

@@ -13,6 +13,9 @@
 // ADD: dst (binding 3) = product + src2, a residual of the product's shape.
 // GLU: a second weight src2 of src0's shape and dtype; dst (binding 3) = EXPR(x, g) with x the
 //   product with src0 (the gate) and g the one with src2 (the up projection), as `glu.wgsl`.
+// QKV: three weights of one dtype and row length, src0 (op_u(1) rows), src2 (op_u(5)) and src3
+//   (op_u(6)), into src4, src5 and dst (binding 6): the workgroups cover src0's rows, then
+//   src2's, then src3's, each reading only its own weight (no batches).
 
 const NC: u32 = {{NC}}u;
 const RPW: u32 = {{RPW}}u;
@@ -34,6 +37,14 @@ fn ldw(i: u32) -> u32 {
 #if GLU
     if (wsel == 1u) {
         return src2[i];
+    }
+#endif
+#if QKV
+    if (wsel == 1u) {
+        return src2[i];
+    }
+    if (wsel == 2u) {
+        return src3[i];
     }
 #endif
     return src0[i];
@@ -89,8 +100,20 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         @builtin(num_subgroups) n_sg: u32,
 #endif
         @builtin(local_invocation_index) lid: u32) {
+#if QKV
+    // Which weight this workgroup reads: its groups come after those of the ones before.
+    let g = group_id(wid, nwg);
+    let gq = (op_u(1u) + RPW - 1u) / RPW;
+    let gk = (op_u(5u) + RPW - 1u) / RPW;
+    wsel = select(select(2u, 1u, g < gq + gk), 0u, g < gq);
+    let m0 = (g - select(select(gq + gk, gq, wsel == 1u), 0u, wsel == 0u)) * RPW;
+    let m_len = select(select(op_u(6u), op_u(5u), wsel == 1u), op_u(1u), wsel == 0u);
+    let wb = select(select(3u, 2u, wsel == 1u), 0u, wsel == 0u);
+#else
     let m0 = group_id(wid, nwg) * RPW;
     let m_len = op_u(1u);
+    let wb = 0u;
+#endif
     let n_cols = op_u(2u);
     let i2 = wid.z % t_ne(1u, 2u);
     let i3 = wid.z / t_ne(1u, 2u);
@@ -100,7 +123,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // Where each row starts in src0 (and src2); rows past the end repeat the last one.
 #unroll r RPW
     let wi_$r = vec4<u32>(0u, m0 + min($ru, rows - 1u), a2, a3);
-    let row0_$r = t_idx(0u, wi_$r);
+    let row0_$r = t_idx(wb, wi_$r);
 #if GLU
     let row2_$r = t_idx(2u, wi_$r);
 #endif
@@ -132,7 +155,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endunroll
 #unroll r RPW
         if ($ru < rows) {
+#if GLU
             wsel = 0u;
+#endif
 #if Q8X
             let w_$r = partq(row0_$r, u, p);
 #else
@@ -209,12 +234,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #if ADD
         store_dst(t_idx(3u, o), y + load_src2(t_idx(2u, o)));
 #else
+#if QKV
+        if (wsel == 0u) {
+            src4[t_idx(4u, o)] = y;
+        } else if (wsel == 1u) {
+            src5[t_idx(5u, o)] = y;
+        } else {
+            store_dst(t_idx(6u, o), y);
+        }
+#else
 #if GLU
         let x = y;
         let g = red[((RPW + r) * NC + c) * WG];
         store_dst(t_idx(3u, o), {{EXPR}});
 #else
         store_dst(t_idx(2u, o), y);
+#endif
 #endif
 #endif
     }

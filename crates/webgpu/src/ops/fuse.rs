@@ -2,8 +2,10 @@
 //! rewritten; [`plan_graph`] emits the fused dispatch at the pattern's last node (its anchor),
 //! writing the anchor's tensor, and nothing for the nodes it absorbed. A node is absorbed only
 //! when its one consumer is the anchor and it is not a graph output, so no other dispatch can
-//! read the tensor that is never written. The CPU backend runs the unfused graph, so every
-//! fusion is checked against it by the op cases that contain its pattern.
+//! read the tensor that is never written — except the q/k/v siblings below, whose results the
+//! anchor does write, late: no dispatch between them and the anchor may read them. The CPU
+//! backend runs the unfused graph, so every fusion is checked against it by the op cases that
+//! contain its pattern.
 //!
 //! - norm × weight: `mul(rms_norm(x) | norm(x), w)` with `w` one f32 row of x's width → `norm.wgsl`
 //!   with MUL_W (every pre-norm block has two, QK-norm models four).
@@ -13,6 +15,9 @@
 //! - gate/up GLU: `glu_split(mul_mat(Wg, x), mul_mat(Wu, x))` with the same x, weight shape and
 //!   dtype → `mul_mat_vec.wgsl` with GLU, both rows decoded by the same lanes (FFN of every
 //!   block: three dispatches become one).
+//! - q/k/v: three mat-vec products of one activation (`mul_mat(Wq, x)`, `mul_mat(Wk, x)`,
+//!   `mul_mat(Wv, x)`, nothing reading the first two before the third) → `mul_mat_vec.wgsl` with
+//!   QKV, anchored at the third (attention input of every block: three dispatches become one).
 
 use wgllm_core::op::BinaryOp;
 use wgllm_core::{DType, Graph, Op, Result, TensorId};
@@ -105,6 +110,9 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
         let d = matmul::mul_mat_vec_glu(&gate, &up, expr, anchor.out())?;
         return Ok(d.map(|d| (vec![a, b], d)));
     }
+    if anchor.node.op == Op::MulMat {
+        return qkv(anchor);
+    }
     let Op::Binary(op) = anchor.node.op else {
         return Ok(None);
     };
@@ -143,4 +151,42 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
         }
         _ => Ok(None),
     }
+}
+
+/// The q/k/v pattern anchored at the product `v`: exactly two earlier products of the same
+/// activation, which no dispatch between the first of them and `v` reads.
+fn qkv(v: &Ctx) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+    let g = v.graph;
+    let x = v.node.src(1)?;
+    let earlier: Vec<TensorId> = g
+        .ids()
+        .take(v.id.index())
+        .filter(|&t| g.node(t).op == Op::MulMat && g.node(t).src(1).ok() == Some(x))
+        .collect();
+    let [q, k] = earlier[..] else {
+        return Ok(None);
+    };
+    let read_early = g
+        .ids()
+        .skip(q.index() + 1)
+        .take(v.id.index() - q.index() - 1)
+        .any(|t| {
+            let n = g.node(t);
+            let view = matches!(
+                n.op,
+                Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose
+            );
+            t != k
+                && !view
+                && n.srcs
+                    .iter()
+                    .flatten()
+                    .any(|&s| [q, k].contains(&g.root(s)))
+        });
+    if read_early {
+        return Ok(None);
+    }
+    let (qc, kc) = (ctx(g, q, v.caps)?, ctx(g, k, v.caps)?);
+    let d = matmul::mul_mat_vec_qkv(&qc, &kc, v)?;
+    Ok(d.map(|d| (vec![q, k], d)))
 }

@@ -185,6 +185,7 @@ fn vec_key(
         VecEpilogue::None => vec![a, DType::F32, DType::F32],
         VecEpilogue::Add => vec![a, DType::F32, DType::F32, DType::F32],
         VecEpilogue::Glu { .. } => vec![a, DType::F32, a, DType::F32],
+        VecEpilogue::Qkv => vec![a, DType::F32, a, a, DType::F32, DType::F32, DType::F32],
     };
     PipelineKey {
         kernel: Kernel::MulMatVec {
@@ -216,6 +217,55 @@ fn unit_decoded(d: DType) -> bool {
             | DType::Q5_K
             | DType::Q6_K
     )
+}
+
+/// The mul_mat nodes `q`, `k`, `v` (their contexts) as one mat-vec dispatch writing all three
+/// results: the same activation (at most 8 columns, no batches), weights of one dtype with a
+/// part decoder and one row length, each fitting a binding; `None` when they do not qualify.
+pub(super) fn mul_mat_vec_qkv(q: &Ctx, k: &Ctx, v: &Ctx) -> Result<Option<Vec<Dispatch>>> {
+    let x = q.src(1)?;
+    let (wq, wk, wv) = (q.src(0)?, k.src(0)?, v.src(0)?);
+    let n = x.layout.ne[1];
+    let plain = |o: &Operand| o.layout.ne[2] == 1 && o.layout.ne[3] == 1;
+    let ok = q.node.src(1)? == k.node.src(1)?
+        && q.node.src(1)? == v.node.src(1)?
+        && [&wk, &wv]
+            .iter()
+            .all(|w| w.dtype == wq.dtype && w.layout.ne[0] == wq.layout.ne[0])
+        && unit_decoded(wq.dtype)
+        && [q, k, v].iter().all(|c| c.out().dtype == DType::F32)
+        && [&wq, &wk, &wv, &x].into_iter().all(plain)
+        && [(q, &wq), (k, &wk), (v, &wv)]
+            .iter()
+            .all(|(c, w)| unit_path(c, w, &x) && windows::fits(c, w));
+    let nc = VEC_COLS.into_iter().find(|&c| u64::from(c) >= n);
+    let (Some(nc), true) = (nc, ok) else {
+        return Ok(None);
+    };
+    let (ea, eb) = (wq.layout.ne, x.layout.ne);
+    let rows = [wq.layout.ne[1], wk.layout.ne[1], wv.layout.ne[1]];
+    let key = vec_key(
+        wq.dtype,
+        nc,
+        VecEpilogue::Qkv,
+        ea[0] / 32,
+        rows.iter().sum(),
+        (q.caps.subgroups, q.caps.int8_activations),
+    );
+    let rpw = match key.kernel {
+        Kernel::MulMatVec { rpw, .. } => u64::from(rpw),
+        _ => 1,
+    };
+    let mut op = product_words(q, ea, eb, rows[0], rows[1])?;
+    op[6] = q.items(rows[2])?;
+    let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
+    Ok(Some(vec![Dispatch {
+        key,
+        operands: vec![wq, x, wk, wv, q.out(), k.out(), v.out()],
+        op_words: op,
+        items: q.items(rows.iter().sum::<u64>() * n)?,
+        groups: q.grid(groups, 1)?,
+    }]))
 }
 
 /// The mul_mat nodes `gate` and `up` (their contexts; same activation, same weight shape and
@@ -394,6 +444,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 add(VecEpilogue::Glu {
                     expr: super::nn::glu_expr(wgllm_core::op::GluOp::Swiglu).0,
                 });
+                add(VecEpilogue::Qkv);
             }
         }
         keys.push(tiled_key(a));

@@ -156,9 +156,60 @@ fn glu_cases(out: &mut Vec<Case>) {
     ));
 }
 
+fn qkv_cases(out: &mut Vec<Case>) {
+    // (weight dtype, k, rows of q, k, v, activation columns): GQA-like shapes, the int8 and
+    // float decoders, rows that leave partial workgroups.
+    for (wt, k, rows, n) in [
+        (DType::Q4_0, 128u64, [64u64, 16, 16], 1u64),
+        (DType::Q4_K, 256, [96, 32, 32], 1),
+        (DType::Q8_0, 64, [1100, 300, 300], 1),
+        (DType::F16, 96, [33, 7, 7], 3),
+        (DType::Q6_K, 256, [40, 24, 16], 2),
+    ] {
+        let desc = format!("FUSED q/k/v mul_mat {wt} k={k} rows {rows:?} n={n}");
+        out.push(case("FUSED_QKV", desc, MATMUL, move |g, rng| {
+            let mut b = Built::default();
+            let x = input(g, rng, &mut b, DType::F32, [k, n, 1, 1], -1.0, 1.0)?;
+            let mut ys = Vec::new();
+            for m in rows {
+                let w = weight(g, rng, wt, [k, m, 1, 1])?;
+                ys.push(g.mul_mat(w, x)?);
+            }
+            // Consumers after all three products, as rope and set_rows are.
+            for y in ys {
+                let y = g.scale(y, 2.0, 0.0)?;
+                g.mark_output(y)?;
+            }
+            Ok(b)
+        }));
+    }
+    // Not fused: the first product is read before the third is computed.
+    out.push(case(
+        "FUSED_QKV",
+        "FUSED q/k/v mul_mat q4_0, q read before v (unfused)".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let x = input(g, rng, &mut b, DType::F32, [64, 1, 1, 1], -1.0, 1.0)?;
+            let wq = weight(g, rng, DType::Q4_0, [64, 32, 1, 1])?;
+            let wk = weight(g, rng, DType::Q4_0, [64, 8, 1, 1])?;
+            let wv = weight(g, rng, DType::Q4_0, [64, 8, 1, 1])?;
+            let q = g.mul_mat(wq, x)?;
+            let k = g.mul_mat(wk, x)?;
+            let qs = g.scale(q, 2.0, 0.0)?;
+            let v = g.mul_mat(wv, x)?;
+            for t in [qs, k, v] {
+                g.mark_output(t)?;
+            }
+            Ok(b)
+        },
+    ));
+}
+
 /// Appends the fusion cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     norm_mul_cases(out);
     mat_vec_add_cases(out);
     glu_cases(out);
+    qkv_cases(out);
 }
