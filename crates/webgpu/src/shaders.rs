@@ -570,8 +570,6 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     }
     if mat_vec {
         text.push_str(QUANT_UNIT);
-    }
-    if matches!(key.kernel, Kernel::MulMatVec { .. }) {
         text.push_str(QUANT_PART);
     }
     if matches!(

@@ -1,12 +1,12 @@
-// Part decoders for the mat-vec kernel: `part(row, u, p)` returns 8 of the 32 values of unit u
+// Part decoders, one per weight format: `part(row, u, p)` returns 8 of the 32 values of unit u
 // (values 32u .. 32u + 31) of a weight row starting at `row` (a byte offset for block formats,
-// an element offset for floats), as two vec4s; `xpair(p)` says which vec4s of the unit's 32
-// activations (0..7) they multiply. Four lanes decode one unit, so neighbouring lanes read
-// neighbouring bytes: each load instruction of a subgroup covers a short contiguous span
-// instead of a unit-sized stride per lane. The formats whose 32 values come from the low and
-// the high nibbles of 16 bytes give part p the two nibbles of their bytes 4p .. 4p + 3 (one
-// word); the rest give part p values 8p .. 8p + 7. Layouts and formulas as in
-// `quant_unit.wgsl`, whose helpers (w2, funnel, nib, bytes_i, bits4, bit4, kscale) these use.
+// an element offset for floats), as two vec4s; `xpair(p)` says which vec4s of the unit (0..7)
+// they are. In the mat-vec four lanes decode one unit, so neighbouring lanes read neighbouring
+// bytes: each load instruction of a subgroup covers a short contiguous span instead of a
+// unit-sized stride per lane; the tiled kernel assembles whole units from them (`unit`). The
+// formats whose 32 values come from the low and the high nibbles of 16 bytes give part p the
+// two nibbles of their bytes 4p .. 4p + 3 (one word); the rest give part p values 8p .. 8p + 7.
+// Helpers (w2, funnel, nib, bytes_i, bits4, bit4, kscale) are in `quant_unit.wgsl`.
 
 // U_NIBBLES: q4_0, q4_1, q5_0, q5_1.
 #if U_NIBBLES
@@ -20,6 +20,7 @@ fn xpair(p: u32) -> vec2<u32> {
 #endif
 
 #if U_Q4_0
+// q4_0 { f16 d; u8 qs[16]; }: byte i holds value i (low nibble) and value i + 16 (high).
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let blk = row + u * 18u;
     let a = blk >> 2u;
@@ -33,6 +34,7 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 #endif
 
 #if U_Q4_1
+// q4_1 { f16 d; f16 m; u8 qs[16]; } (20 bytes: word-aligned).
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let w0 = (row + u * 20u) >> 2u;
     let dm = unpack2x16float(ldw(w0));
@@ -43,6 +45,7 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 #endif
 
 #if U_Q5_0
+// q5_0 { f16 d; u8 qh[4]; u8 qs[16]; }: bit i of qh is the fifth bit of value i.
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let blk = row + u * 22u;
     let a = blk >> 2u;
@@ -57,6 +60,7 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 #endif
 
 #if U_Q5_1
+// q5_1 { f16 d; f16 m; u8 qh[4]; u8 qs[16]; } (24 bytes: word-aligned).
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let w0 = (row + u * 24u) >> 2u;
     let dm = unpack2x16float(ldw(w0));
@@ -68,6 +72,7 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 #endif
 
 #if U_Q8_0
+// q8_0 { f16 d; i8 qs[32]; }
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let blk = row + u * 34u;
     let a = blk >> 2u;
@@ -81,38 +86,54 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 }
 #endif
 
+#if U_KSCALES
+// q4_K and q5_K open with { f16 d; f16 dmin; u8 scales[12]; }: unit u of a row at `row`
+// (blocks of `size` bytes) is sub-block u % 8 of block u / 8, with values d · q - mn.
+struct KHead {
+    w0: u32,
+    d: f32,
+    mn: f32,
+}
+
+fn khead(row: u32, u: u32, size: u32) -> KHead {
+    let w0 = (row + (u / 8u) * size) >> 2u;
+    let dm = unpack2x16float(ldw(w0));
+    let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), u % 8u);
+    return KHead(w0, dm.x * sm.x, dm.y * sm.y);
+}
+#endif
+
 #if U_Q4_K
+// q4_K { head; u8 qs[128]; }: sub-block s = 2c + hi holds the `hi` nibbles of bytes
+// 32c .. 32c + 31 of qs.
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let s = u % 8u;
-    let w0 = (row + (u / 8u) * 144u) >> 2u;
-    let dm = unpack2x16float(ldw(w0));
-    let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), s);
-    let d = dm.x * sm.x;
-    let mn = dm.y * sm.y;
-    let q = w0 + 4u + 8u * (s / 2u) + 2u * p;
+    let h = khead(row, u, 144u);
+    let q = h.w0 + 4u + 8u * (s / 2u) + 2u * p;
     let sh = 4u * (s % 2u);
-    return array<vec4<f32>, 2>(vec4<f32>(nib(ldw(q), sh)) * d - mn,
-                               vec4<f32>(nib(ldw(q + 1u), sh)) * d - mn);
+    return array<vec4<f32>, 2>(vec4<f32>(nib(ldw(q), sh)) * h.d - h.mn,
+                               vec4<f32>(nib(ldw(q + 1u), sh)) * h.d - h.mn);
 }
 #endif
 
 #if U_Q5_K
+// q5_K { head; u8 qh[32]; u8 qs[128]; }: bit s of qh[l] is the fifth bit of value l of
+// sub-block s.
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let s = u % 8u;
-    let w0 = (row + (u / 8u) * 176u) >> 2u;
-    let dm = unpack2x16float(ldw(w0));
-    let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), s);
-    let d = dm.x * sm.x;
-    let mn = dm.y * sm.y;
-    let q = w0 + 12u + 8u * (s / 2u) + 2u * p;
-    let h = w0 + 4u + 2u * p;
+    let h = khead(row, u, 176u);
+    let q = h.w0 + 12u + 8u * (s / 2u) + 2u * p;
+    let qh = h.w0 + 4u + 2u * p;
     let sh = 4u * (s % 2u);
-    return array<vec4<f32>, 2>(vec4<f32>(nib(ldw(q), sh) | bit4(ldw(h), s)) * d - mn,
-                               vec4<f32>(nib(ldw(q + 1u), sh) | bit4(ldw(h + 1u), s)) * d - mn);
+    return array<vec4<f32>, 2>(vec4<f32>(nib(ldw(q), sh) | bit4(ldw(qh), s)) * h.d - h.mn,
+                               vec4<f32>(nib(ldw(q + 1u), sh) | bit4(ldw(qh + 1u), s)) * h.d - h.mn);
 }
 #endif
 
 #if U_Q6_K
+// q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; } (210 bytes: 2-aligned). Sub-block
+// s = 4n + quarter: low nibbles from ql[64n + 32 (quarter & 1) + l] at bit 4 (quarter >> 1),
+// high bits from qh[32n + l] at bit 2 quarter; scales[8n + 2 quarter + l / 16].
 fn q6(ql: u32, qh: u32, shl: u32, shh: u32) -> vec4<f32> {
     let lo = (vec4<u32>(ql) >> vec4<u32>(shl, 8u + shl, 16u + shl, 24u + shl)) & vec4<u32>(15u);
     let hi = (vec4<u32>(qh) >> vec4<u32>(shh, 8u + shh, 16u + shh, 24u + shh)) & vec4<u32>(3u);
@@ -137,7 +158,7 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 #endif
 
 #if U_GENERIC
-// A loop, not eight inlined `dq` calls: inlined, iq1_s's grid lookups made a kernel that lost
+// Any other block format, one `dq` call per value. A loop, not eight inlined `dq` calls: inlined, iq1_s's grid lookups made a kernel that lost
 // the device of Chromium's SwiftShader.
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let blk = row + (u / {{SUBS}}u) * {{TYPE_SIZE}}u;
@@ -152,6 +173,7 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 #endif
 
 #if U_F16
+// f16 weights bound as raw words: value i of the row is half (i & 1) of word i / 2.
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let w = ((row + 32u * u) >> 1u) + 4u * p;
     return array<vec4<f32>, 2>(vec4<f32>(unpack2x16float(ldw(w)), unpack2x16float(ldw(w + 1u))),
@@ -160,6 +182,7 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 #endif
 
 #if U_BF16
+// bf16 weights, two per word (the low half first).
 fn bf2(a: u32, b: u32) -> vec4<f32> {
     return bitcast<vec4<f32>>(vec4<u32>(a << 16u, a & 0xffff0000u, b << 16u, b & 0xffff0000u));
 }
@@ -262,12 +285,10 @@ fn partq(row: u32, u: u32, p: u32) -> PartQ {
 #if Q8X_Q4_K
 fn partq(row: u32, u: u32, p: u32) -> PartQ {
     let s = u % 8u;
-    let w0 = (row + (u / 8u) * 144u) >> 2u;
-    let dm = unpack2x16float(ldw(w0));
-    let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), s);
-    let q = w0 + 4u + 8u * (s / 2u) + 2u * p;
+    let h = khead(row, u, 144u);
+    let q = h.w0 + 4u + 8u * (s / 2u) + 2u * p;
     let sh = 4u * (s % 2u);
-    return PartQ((ldw(q) >> sh) & LOW4, (ldw(q + 1u) >> sh) & LOW4, dm.x * sm.x, -dm.y * sm.y);
+    return PartQ((ldw(q) >> sh) & LOW4, (ldw(q + 1u) >> sh) & LOW4, h.d, -h.mn);
 }
 #endif
 

@@ -1,11 +1,11 @@
-// Whole-unit weight decoders for the mat-vec kernel: `unit(row, u)` returns the 32 values of unit
-// u (values 32u .. 32u + 31) of a weight row starting at `row` (a byte offset for block formats,
-// an element offset for floats), as 8 vec4s in order. Each decoder loads every word it needs
-// once, instead of one byte load per value as `dq` does. Layouts follow ggml-common.h; the
+// Weight decoding shared by the matmul kernels. `part(row, u, p)` (quant_part.wgsl, one decoder
+// per format) gives 8 of the 32 values of unit u (values 32u .. 32u + 31) of a weight row; here
+// the helpers the part decoders use, and `unit(row, u)`, the whole unit as 8 vec4s in order
+// (for the tiled kernel), assembled from its four parts. Layouts follow ggml-common.h; the
 // formulas are those of `quant.wgsl` (and dequantize_row_* in ggml-quants.c).
 // Exactly one `U_*` flag is set per variant. Weight words are read through `ldw(i)`, which the
-// including kernel defines (a kernel with two weights switches on `wsel`); f32 weights are bound
-// as words too.
+// including kernel defines (a kernel with several weights switches on `wsel`); f32 weights are
+// bound as words too.
 
 #if U_BLOCKS
 // The 32-bit word at byte `b`, for a `b` that is only 2-aligned (blocks of 18, 22, 34, 210 bytes).
@@ -49,92 +49,6 @@ fn bits4(qh: u32, s: u32) -> vec4<u32> {
 }
 #endif
 
-#if U_Q4_0
-// q4_0 { f16 d; u8 qs[16]; }: byte i holds value i (low nibble) and value i + 16 (high).
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let blk = row + u * 18u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r = array<u32, 5>(ldw(a), ldw(a + 1u), ldw(a + 2u), ldw(a + 3u), ldw(a + 4u));
-    let d = unpack2x16float(select(r[0], r[0] >> 16u, up)).x;
-    var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 4u; j++) {
-        let q = funnel(r[j], r[j + 1u], up);
-        v[j] = (vec4<f32>(nib(q, 0u)) - 8.0) * d;
-        v[j + 4u] = (vec4<f32>(nib(q, 4u)) - 8.0) * d;
-    }
-    return v;
-}
-#endif
-
-#if U_Q4_1
-// q4_1 { f16 d; f16 m; u8 qs[16]; } (20 bytes: word-aligned).
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let w0 = (row + u * 20u) >> 2u;
-    let dm = unpack2x16float(ldw(w0));
-    var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 4u; j++) {
-        let q = ldw(w0 + 1u + j);
-        v[j] = vec4<f32>(nib(q, 0u)) * dm.x + dm.y;
-        v[j + 4u] = vec4<f32>(nib(q, 4u)) * dm.x + dm.y;
-    }
-    return v;
-}
-#endif
-
-#if U_Q5_0
-// q5_0 { f16 d; u8 qh[4]; u8 qs[16]; }: bit i of qh is the fifth bit of value i.
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let blk = row + u * 22u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r = array<u32, 6>(ldw(a), ldw(a + 1u), ldw(a + 2u), ldw(a + 3u), ldw(a + 4u),
-                          ldw(a + 5u));
-    let d = unpack2x16float(select(r[0], r[0] >> 16u, up)).x;
-    let qh = funnel(r[0], r[1], up);
-    var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 4u; j++) {
-        let q = funnel(r[j + 1u], r[j + 2u], up);
-        v[j] = (vec4<f32>(nib(q, 0u) | bits4(qh, 4u * j)) - 16.0) * d;
-        v[j + 4u] = (vec4<f32>(nib(q, 4u) | bits4(qh, 16u + 4u * j)) - 16.0) * d;
-    }
-    return v;
-}
-#endif
-
-#if U_Q5_1
-// q5_1 { f16 d; f16 m; u8 qh[4]; u8 qs[16]; } (24 bytes: word-aligned).
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let w0 = (row + u * 24u) >> 2u;
-    let dm = unpack2x16float(ldw(w0));
-    let qh = ldw(w0 + 1u);
-    var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 4u; j++) {
-        let q = ldw(w0 + 2u + j);
-        v[j] = vec4<f32>(nib(q, 0u) | bits4(qh, 4u * j)) * dm.x + dm.y;
-        v[j + 4u] = vec4<f32>(nib(q, 4u) | bits4(qh, 16u + 4u * j)) * dm.x + dm.y;
-    }
-    return v;
-}
-#endif
-
-#if U_Q8_0
-// q8_0 { f16 d; i8 qs[32]; }
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let blk = row + u * 34u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r = array<u32, 9>(ldw(a), ldw(a + 1u), ldw(a + 2u), ldw(a + 3u), ldw(a + 4u),
-                          ldw(a + 5u), ldw(a + 6u), ldw(a + 7u), ldw(a + 8u));
-    let d = unpack2x16float(select(r[0], r[0] >> 16u, up)).x;
-    var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 8u; j++) {
-        v[j] = bytes_i(funnel(r[j], r[j + 1u], up)) * d;
-    }
-    return v;
-}
-#endif
-
 #if U_KSCALES
 // Byte j (0..3) of w.
 fn byte_at(w: u32, j: u32) -> u32 {
@@ -155,120 +69,13 @@ fn kscale(s0: u32, s1: u32, s2: u32, s: u32) -> vec2<f32> {
 }
 #endif
 
-#if U_Q4_K
-// q4_K { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; }: sub-block s = 2c + hi holds the
-// `hi` nibbles of bytes 32c .. 32c + 31 of qs.
+// The 32 values of unit u from its four parts, each put where `xpair` says it belongs.
 fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let s = u % 8u;
-    let w0 = (row + (u / 8u) * 144u) >> 2u;
-    let dm = unpack2x16float(ldw(w0));
-    let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), s);
-    let d = dm.x * sm.x;
-    let mn = dm.y * sm.y;
-    let q0 = w0 + 4u + 8u * (s / 2u);
-    let sh = 4u * (s % 2u);
     var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 8u; j++) {
-        v[j] = vec4<f32>(nib(ldw(q0 + j), sh)) * d - mn;
-    }
+#unroll p 4
+    let w_$p = part(row, u, $pu);
+    v[xpair($pu).x] = w_$p[0];
+    v[xpair($pu).y] = w_$p[1];
+#endunroll
     return v;
 }
-#endif
-
-#if U_Q5_K
-// q5_K { f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; }: bit s of qh[l] is the fifth
-// bit of value l of sub-block s.
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let s = u % 8u;
-    let w0 = (row + (u / 8u) * 176u) >> 2u;
-    let dm = unpack2x16float(ldw(w0));
-    let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), s);
-    let d = dm.x * sm.x;
-    let mn = dm.y * sm.y;
-    let q0 = w0 + 12u + 8u * (s / 2u);
-    let sh = 4u * (s % 2u);
-    var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 8u; j++) {
-        v[j] = vec4<f32>(nib(ldw(q0 + j), sh) | bit4(ldw(w0 + 4u + j), s)) * d - mn;
-    }
-    return v;
-}
-#endif
-
-#if U_Q6_K
-// q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; } (210 bytes: 2-aligned). Sub-block
-// s = 4n + quarter: low nibbles from ql[64n + 32 (quarter & 1) + l] at bit 4 (quarter >> 1),
-// high bits from qh[32n + l] at bit 2 quarter; scales[8n + 2 quarter + l / 16].
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let s = u % 8u;
-    let blk = row + (u / 8u) * 210u;
-    let n = s / 4u;
-    let quarter = s % 4u;
-    let d = unpack2x16float(w2(blk + 208u)).x;
-    let sc = bytes_i(w2(blk + 192u + 8u * n + 2u * quarter));
-    let ql = blk + 64u * n + 32u * (quarter & 1u);
-    let qh = blk + 128u + 32u * n;
-    let shl = 4u * (quarter >> 1u);
-    let shh = 2u * quarter;
-    var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 8u; j++) {
-        let lo = (vec4<u32>(w2(ql + 4u * j)) >> vec4<u32>(shl, 8u + shl, 16u + shl, 24u + shl)) & vec4<u32>(15u);
-        let hi = (vec4<u32>(w2(qh + 4u * j)) >> vec4<u32>(shh, 8u + shh, 16u + shh, 24u + shh)) & vec4<u32>(3u);
-        let q = vec4<f32>(bitcast<vec4<i32>>(lo | (hi << vec4<u32>(4u)))) - 32.0;
-        v[j] = q * (d * select(sc.x, sc.y, j >= 4u));
-    }
-    return v;
-}
-#endif
-
-#if U_GENERIC
-// Any other block format, one `dq` call per value.
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let blk = row + (u / {{SUBS}}u) * {{TYPE_SIZE}}u;
-    let j0 = (u % {{SUBS}}u) * 32u;
-    var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 8u; j++) {
-        let i = j0 + 4u * j;
-        v[j] = vec4<f32>(dq(blk, i), dq(blk, i + 1u), dq(blk, i + 2u), dq(blk, i + 3u));
-    }
-    return v;
-}
-#endif
-
-#if U_F16
-// f16 weights bound as raw words: value i of the row is half (i & 1) of word i / 2.
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let w0 = (row + 32u * u) >> 1u;
-    var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 8u; j++) {
-        v[j] = vec4<f32>(unpack2x16float(ldw(w0 + 2u * j)), unpack2x16float(ldw(w0 + 2u * j + 1u)));
-    }
-    return v;
-}
-#endif
-
-#if U_BF16
-// bf16 weights, two per word (the low half first).
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let w0 = (row + 32u * u) >> 1u;
-    var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 8u; j++) {
-        let a = ldw(w0 + 2u * j);
-        let b = ldw(w0 + 2u * j + 1u);
-        v[j] = bitcast<vec4<f32>>(vec4<u32>(a << 16u, a & 0xffff0000u, b << 16u, b & 0xffff0000u));
-    }
-    return v;
-}
-#endif
-
-#if U_F32
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    let i0 = row + 32u * u;
-    var v: array<vec4<f32>, 8>;
-    for (var j = 0u; j < 8u; j++) {
-        let i = i0 + 4u * j;
-        v[j] = bitcast<vec4<f32>>(vec4<u32>(ldw(i), ldw(i + 1u), ldw(i + 2u), ldw(i + 3u)));
-    }
-    return v;
-}
-#endif
