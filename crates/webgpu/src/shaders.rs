@@ -524,17 +524,10 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                 flags.push("SUBGROUP");
             }
             if q8x {
+                if !crate::ops::int8_activations(src0) {
+                    return Err(format!("no int8-activation decoder for {src0}"));
+                }
                 flags.push("Q8X");
-                flags.push(match src0 {
-                    DType::Q4_0 => "Q8X_Q4_0",
-                    DType::Q4_1 => "Q8X_Q4_1",
-                    DType::Q5_0 => "Q8X_Q5_0",
-                    DType::Q5_1 => "Q8X_Q5_1",
-                    DType::Q8_0 => "Q8X_Q8_0",
-                    DType::Q4_K => "Q8X_Q4_K",
-                    DType::Q6_K => "Q8X_Q6_K",
-                    d => return Err(format!("no int8-activation decoder for {d}")),
-                });
             }
             let mut weights = 1;
             match epilogue {
@@ -594,6 +587,10 @@ fn unit_flags(dtype: DType, flags: &mut Vec<&str>) {
     }
     if matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1) {
         flags.push("U_NIBBLES");
+    }
+    // Integer part decoders (`partq`), which the float ones are built from.
+    if crate::ops::int8_activations(dtype) {
+        flags.push("U_INTQ");
     }
 }
 

@@ -6,7 +6,7 @@
 // unit-sized stride per lane; the tiled kernel assembles whole units from them (`unit`). The
 // formats whose 32 values come from the low and the high nibbles of 16 bytes give part p the
 // two nibbles of their bytes 4p .. 4p + 3 (one word); the rest give part p values 8p .. 8p + 7.
-// Helpers (w2, funnel, nib, bytes_i, bits4, bit4, kscale) are in `quant_unit.wgsl`.
+// Helpers (w2, funnel, nib, bytes_i, bit4, kscale) are in `quant_unit.wgsl`.
 
 // U_NIBBLES: q4_0, q4_1, q5_0, q5_1.
 #if U_NIBBLES
@@ -19,70 +19,29 @@ fn xpair(p: u32) -> vec2<u32> {
 }
 #endif
 
-#if U_Q4_0
-// q4_0 { f16 d; u8 qs[16]; }: byte i holds value i (low nibble) and value i + 16 (high).
-fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
-    let blk = row + u * 18u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r0 = ldw(a);
-    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
-    let q = funnel(ldw(a + p), ldw(a + p + 1u), up);
-    return array<vec4<f32>, 2>((vec4<f32>(nib(q, 0u)) - 8.0) * d,
-                               (vec4<f32>(nib(q, 4u)) - 8.0) * d);
+// U_INTQ (the integer block formats: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q6_K): `partq(row, u,
+// p)` gives the part's quants as two words of four signed bytes in the order of `part`'s two
+// vec4s, and (d, m) with value = d · q + m; `part` is built from it, and the mat-vec's int8
+// path (Q8X) multiplies the quants directly with dot4I8Packed.
+#if U_INTQ
+struct PartQ {
+    qa: u32,
+    qb: u32,
+    d: f32,
+    m: f32,
 }
-#endif
 
-#if U_Q4_1
-// q4_1 { f16 d; f16 m; u8 qs[16]; } (20 bytes: word-aligned).
-fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
-    let w0 = (row + u * 20u) >> 2u;
-    let dm = unpack2x16float(ldw(w0));
-    let q = ldw(w0 + 1u + p);
-    return array<vec4<f32>, 2>(vec4<f32>(nib(q, 0u)) * dm.x + dm.y,
-                               vec4<f32>(nib(q, 4u)) * dm.x + dm.y);
+const LOW4: u32 = 0x0f0f0f0fu;
+
+// Bits s .. s + 3 of qh moved to bit 4 of bytes 0 .. 3.
+fn hbits(qh: u32, s: u32) -> u32 {
+    let h = qh >> s;
+    return ((h & 1u) << 4u) | ((h & 2u) << 11u) | ((h & 4u) << 18u) | ((h & 8u) << 25u);
 }
-#endif
 
-#if U_Q5_0
-// q5_0 { f16 d; u8 qh[4]; u8 qs[16]; }: bit i of qh is the fifth bit of value i.
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
-    let blk = row + u * 22u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r0 = ldw(a);
-    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
-    let qh = funnel(r0, ldw(a + 1u), up);
-    let q = funnel(ldw(a + 1u + p), ldw(a + 2u + p), up);
-    return array<vec4<f32>, 2>((vec4<f32>(nib(q, 0u) | bits4(qh, 4u * p)) - 16.0) * d,
-                               (vec4<f32>(nib(q, 4u) | bits4(qh, 16u + 4u * p)) - 16.0) * d);
-}
-#endif
-
-#if U_Q5_1
-// q5_1 { f16 d; f16 m; u8 qh[4]; u8 qs[16]; } (24 bytes: word-aligned).
-fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
-    let w0 = (row + u * 24u) >> 2u;
-    let dm = unpack2x16float(ldw(w0));
-    let qh = ldw(w0 + 1u);
-    let q = ldw(w0 + 2u + p);
-    return array<vec4<f32>, 2>(vec4<f32>(nib(q, 0u) | bits4(qh, 4u * p)) * dm.x + dm.y,
-                               vec4<f32>(nib(q, 4u) | bits4(qh, 16u + 4u * p)) * dm.x + dm.y);
-}
-#endif
-
-#if U_Q8_0
-// q8_0 { f16 d; i8 qs[32]; }
-fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
-    let blk = row + u * 34u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r0 = ldw(a);
-    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
-    let w0 = ldw(a + 2u * p);
-    let w1 = ldw(a + 2u * p + 1u);
-    let w2 = ldw(a + 2u * p + 2u);
-    return array<vec4<f32>, 2>(bytes_i(funnel(w0, w1, up)) * d, bytes_i(funnel(w1, w2, up)) * d);
+    let q = partq(row, u, p);
+    return array<vec4<f32>, 2>(bytes_i(q.qa) * q.d + q.m, bytes_i(q.qb) * q.d + q.m);
 }
 #endif
 
@@ -103,16 +62,102 @@ fn khead(row: u32, u: u32, size: u32) -> KHead {
 }
 #endif
 
+#if U_Q4_0
+// q4_0 { f16 d; u8 qs[16]; }: byte i holds value i (low nibble) and value i + 16 (high).
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let blk = row + u * 18u;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r0 = ldw(a);
+    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
+    let q = funnel(ldw(a + p), ldw(a + p + 1u), up);
+    return PartQ(q & LOW4, (q >> 4u) & LOW4, d, -8.0 * d);
+}
+#endif
+
+#if U_Q4_1
+// q4_1 { f16 d; f16 m; u8 qs[16]; } (20 bytes: word-aligned).
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let w0 = (row + u * 20u) >> 2u;
+    let dm = unpack2x16float(ldw(w0));
+    let q = ldw(w0 + 1u + p);
+    return PartQ(q & LOW4, (q >> 4u) & LOW4, dm.x, dm.y);
+}
+#endif
+
+#if U_Q5_0
+// q5_0 { f16 d; u8 qh[4]; u8 qs[16]; }: bit i of qh is the fifth bit of value i.
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let blk = row + u * 22u;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r0 = ldw(a);
+    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
+    let qh = funnel(r0, ldw(a + 1u), up);
+    let q = funnel(ldw(a + 1u + p), ldw(a + 2u + p), up);
+    return PartQ((q & LOW4) | hbits(qh, 4u * p), ((q >> 4u) & LOW4) | hbits(qh, 16u + 4u * p),
+                 d, -16.0 * d);
+}
+#endif
+
+#if U_Q5_1
+// q5_1 { f16 d; f16 m; u8 qh[4]; u8 qs[16]; } (24 bytes: word-aligned).
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let w0 = (row + u * 24u) >> 2u;
+    let dm = unpack2x16float(ldw(w0));
+    let qh = ldw(w0 + 1u);
+    let q = ldw(w0 + 2u + p);
+    return PartQ((q & LOW4) | hbits(qh, 4u * p), ((q >> 4u) & LOW4) | hbits(qh, 16u + 4u * p),
+                 dm.x, dm.y);
+}
+#endif
+
+#if U_Q8_0
+// q8_0 { f16 d; i8 qs[32]; }
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let blk = row + u * 34u;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r0 = ldw(a);
+    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
+    let w0 = ldw(a + 2u * p);
+    let w1 = ldw(a + 2u * p + 1u);
+    let w2 = ldw(a + 2u * p + 2u);
+    return PartQ(funnel(w0, w1, up), funnel(w1, w2, up), d, 0.0);
+}
+#endif
+
 #if U_Q4_K
 // q4_K { head; u8 qs[128]; }: sub-block s = 2c + hi holds the `hi` nibbles of bytes
 // 32c .. 32c + 31 of qs.
-fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
     let s = u % 8u;
     let h = khead(row, u, 144u);
     let q = h.w0 + 4u + 8u * (s / 2u) + 2u * p;
     let sh = 4u * (s % 2u);
-    return array<vec4<f32>, 2>(vec4<f32>(nib(ldw(q), sh)) * h.d - h.mn,
-                               vec4<f32>(nib(ldw(q + 1u), sh)) * h.d - h.mn);
+    return PartQ((ldw(q) >> sh) & LOW4, (ldw(q + 1u) >> sh) & LOW4, h.d, -h.mn);
+}
+#endif
+
+#if U_Q6_K
+// q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; } (210 bytes: 2-aligned). Sub-block
+// s = 4n + quarter: low nibbles from ql[64n + 32 (quarter & 1) + l] at bit 4 (quarter >> 1),
+// high bits from qh[32n + l] at bit 2 quarter; scales[8n + 2 quarter + l / 16].
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
+    let s = u % 8u;
+    let blk = row + (u / 8u) * 210u;
+    let n = s / 4u;
+    let quarter = s % 4u;
+    let d = unpack2x16float(w2(blk + 208u)).x;
+    let sc = bytes_i(w2(blk + 192u + 8u * n + 2u * quarter));
+    let ql = blk + 64u * n + 32u * (quarter & 1u) + 8u * p;
+    let qh = blk + 128u + 32u * n + 8u * p;
+    let shl = 4u * (quarter >> 1u);
+    let shh = 2u * quarter;
+    let f = d * select(sc.x, sc.y, p >= 2u);
+    let qa = ((w2(ql) >> shl) & LOW4) | (((w2(qh) >> shh) & 0x03030303u) << 4u);
+    let qb = ((w2(ql + 4u) >> shl) & LOW4) | (((w2(qh + 4u) >> shh) & 0x03030303u) << 4u);
+    return PartQ(qa, qb, f, -32.0 * f);
 }
 #endif
 
@@ -130,36 +175,9 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 }
 #endif
 
-#if U_Q6_K
-// q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; } (210 bytes: 2-aligned). Sub-block
-// s = 4n + quarter: low nibbles from ql[64n + 32 (quarter & 1) + l] at bit 4 (quarter >> 1),
-// high bits from qh[32n + l] at bit 2 quarter; scales[8n + 2 quarter + l / 16].
-fn q6(ql: u32, qh: u32, shl: u32, shh: u32) -> vec4<f32> {
-    let lo = (vec4<u32>(ql) >> vec4<u32>(shl, 8u + shl, 16u + shl, 24u + shl)) & vec4<u32>(15u);
-    let hi = (vec4<u32>(qh) >> vec4<u32>(shh, 8u + shh, 16u + shh, 24u + shh)) & vec4<u32>(3u);
-    return vec4<f32>(bitcast<vec4<i32>>(lo | (hi << vec4<u32>(4u)))) - 32.0;
-}
-
-fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
-    let s = u % 8u;
-    let blk = row + (u / 8u) * 210u;
-    let n = s / 4u;
-    let quarter = s % 4u;
-    let d = unpack2x16float(w2(blk + 208u)).x;
-    let sc = bytes_i(w2(blk + 192u + 8u * n + 2u * quarter));
-    let ql = blk + 64u * n + 32u * (quarter & 1u) + 8u * p;
-    let qh = blk + 128u + 32u * n + 8u * p;
-    let shl = 4u * (quarter >> 1u);
-    let shh = 2u * quarter;
-    let f = d * select(sc.x, sc.y, p >= 2u);
-    return array<vec4<f32>, 2>(q6(w2(ql), w2(qh), shl, shh) * f,
-                               q6(w2(ql + 4u), w2(qh + 4u), shl, shh) * f);
-}
-#endif
-
 #if U_GENERIC
-// Any other block format, one `dq` call per value. A loop, not eight inlined `dq` calls: inlined, iq1_s's grid lookups made a kernel that lost
-// the device of Chromium's SwiftShader.
+// Any other block format, one `dq` call per value. A loop, not eight inlined `dq` calls:
+// inlined, iq1_s's grid lookups made a kernel that lost the device of Chromium's SwiftShader.
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let blk = row + (u / {{SUBS}}u) * {{TYPE_SIZE}}u;
     let i = (u % {{SUBS}}u) * 32u + 8u * p;
@@ -199,114 +217,5 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     return array<vec4<f32>, 2>(
         bitcast<vec4<f32>>(vec4<u32>(ldw(i), ldw(i + 1u), ldw(i + 2u), ldw(i + 3u))),
         bitcast<vec4<f32>>(vec4<u32>(ldw(i + 4u), ldw(i + 5u), ldw(i + 6u), ldw(i + 7u))));
-}
-#endif
-
-// Q8X: the same parts as integers for int8 activations. `partq(row, u, p)` gives the part's
-// quants as two words of four bytes (each < 128, so they read the same signed or unsigned) in
-// the order of `part`'s two vec4s, and (d, m) with value = d · q + m.
-#if Q8X
-struct PartQ {
-    qa: u32,
-    qb: u32,
-    d: f32,
-    m: f32,
-}
-
-const LOW4: u32 = 0x0f0f0f0fu;
-
-// Bits s .. s + 3 of qh moved to bit 4 of bytes 0 .. 3.
-fn hbits(qh: u32, s: u32) -> u32 {
-    let h = qh >> s;
-    return ((h & 1u) << 4u) | ((h & 2u) << 11u) | ((h & 4u) << 18u) | ((h & 8u) << 25u);
-}
-#endif
-
-#if Q8X_Q4_0
-fn partq(row: u32, u: u32, p: u32) -> PartQ {
-    let blk = row + u * 18u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r0 = ldw(a);
-    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
-    let q = funnel(ldw(a + p), ldw(a + p + 1u), up);
-    return PartQ(q & LOW4, (q >> 4u) & LOW4, d, -8.0 * d);
-}
-#endif
-
-#if Q8X_Q4_1
-fn partq(row: u32, u: u32, p: u32) -> PartQ {
-    let w0 = (row + u * 20u) >> 2u;
-    let dm = unpack2x16float(ldw(w0));
-    let q = ldw(w0 + 1u + p);
-    return PartQ(q & LOW4, (q >> 4u) & LOW4, dm.x, dm.y);
-}
-#endif
-
-#if Q8X_Q5_0
-fn partq(row: u32, u: u32, p: u32) -> PartQ {
-    let blk = row + u * 22u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r0 = ldw(a);
-    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
-    let qh = funnel(r0, ldw(a + 1u), up);
-    let q = funnel(ldw(a + 1u + p), ldw(a + 2u + p), up);
-    return PartQ((q & LOW4) | hbits(qh, 4u * p), ((q >> 4u) & LOW4) | hbits(qh, 16u + 4u * p),
-                 d, -16.0 * d);
-}
-#endif
-
-#if Q8X_Q5_1
-fn partq(row: u32, u: u32, p: u32) -> PartQ {
-    let w0 = (row + u * 24u) >> 2u;
-    let dm = unpack2x16float(ldw(w0));
-    let qh = ldw(w0 + 1u);
-    let q = ldw(w0 + 2u + p);
-    return PartQ((q & LOW4) | hbits(qh, 4u * p), ((q >> 4u) & LOW4) | hbits(qh, 16u + 4u * p),
-                 dm.x, dm.y);
-}
-#endif
-
-#if Q8X_Q8_0
-fn partq(row: u32, u: u32, p: u32) -> PartQ {
-    let blk = row + u * 34u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r0 = ldw(a);
-    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
-    let w0 = ldw(a + 2u * p);
-    let w1 = ldw(a + 2u * p + 1u);
-    let w2 = ldw(a + 2u * p + 2u);
-    return PartQ(funnel(w0, w1, up), funnel(w1, w2, up), d, 0.0);
-}
-#endif
-
-#if Q8X_Q4_K
-fn partq(row: u32, u: u32, p: u32) -> PartQ {
-    let s = u % 8u;
-    let h = khead(row, u, 144u);
-    let q = h.w0 + 4u + 8u * (s / 2u) + 2u * p;
-    let sh = 4u * (s % 2u);
-    return PartQ((ldw(q) >> sh) & LOW4, (ldw(q + 1u) >> sh) & LOW4, h.d, -h.mn);
-}
-#endif
-
-#if Q8X_Q6_K
-fn partq(row: u32, u: u32, p: u32) -> PartQ {
-    let s = u % 8u;
-    let blk = row + (u / 8u) * 210u;
-    let n = s / 4u;
-    let quarter = s % 4u;
-    let d = unpack2x16float(w2(blk + 208u)).x;
-    let sc = bytes_i(w2(blk + 192u + 8u * n + 2u * quarter));
-    let ql = blk + 64u * n + 32u * (quarter & 1u) + 8u * p;
-    let qh = blk + 128u + 32u * n + 8u * p;
-    let shl = 4u * (quarter >> 1u);
-    let shh = 2u * quarter;
-    let f = d * select(sc.x, sc.y, p >= 2u);
-    let qa = ((w2(ql) >> shl) & LOW4) | (((w2(qh) >> shh) & 0x03030303u) << 4u);
-    let qb = ((w2(ql + 4u) >> shl) & LOW4) | (((w2(qh + 4u) >> shh) & 0x03030303u) << 4u);
-    return PartQ(qa, qb, f, -32.0 * f);
 }
 #endif

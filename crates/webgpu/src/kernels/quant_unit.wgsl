@@ -25,10 +25,7 @@ fn funnel(lo: u32, hi: u32, upper: bool) -> u32 {
     return select((lo >> 16u) | (hi << 16u), hi, upper);
 }
 
-fn bytes_u(w: u32) -> vec4<u32> {
-    return (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
-}
-
+// The four bytes of w as signed values.
 fn bytes_i(w: u32) -> vec4<f32> {
     return vec4<f32>(bitcast<vec4<i32>>(vec4<u32>(w) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
 }
@@ -43,10 +40,6 @@ fn bit4(w: u32, s: u32) -> vec4<u32> {
     return ((vec4<u32>(w) >> vec4<u32>(s, 8u + s, 16u + s, 24u + s)) & vec4<u32>(1u)) << vec4<u32>(4u);
 }
 
-// Four consecutive bits of `qh` from bit s, as 0 or 16 each.
-fn bits4(qh: u32, s: u32) -> vec4<u32> {
-    return ((vec4<u32>(qh) >> vec4<u32>(s, s + 1u, s + 2u, s + 3u)) & vec4<u32>(1u)) << vec4<u32>(4u);
-}
 #endif
 
 #if U_KSCALES
