@@ -39,6 +39,24 @@ fn hbits(qh: u32, s: u32) -> u32 {
     return ((h & 1u) << 4u) | ((h & 2u) << 11u) | ((h & 4u) << 18u) | ((h & 8u) << 25u);
 }
 
+// The block of `size` bytes at unit u of a row at `row` when it is only 2-aligned and opens with
+// its f16 scale (q4_0, q5_0, q8_0): its first word, whether it starts in that word's upper half
+// (its later words are then `funnel`s of two), its first word's value, and the scale.
+struct Head2 {
+    a: u32,
+    up: bool,
+    r0: u32,
+    d: f32,
+}
+
+fn head2(row: u32, u: u32, size: u32) -> Head2 {
+    let blk = row + u * size;
+    let a = blk >> 2u;
+    let up = (blk & 2u) != 0u;
+    let r0 = ldw(a);
+    return Head2(a, up, r0, unpack2x16float(select(r0, r0 >> 16u, up)).x);
+}
+
 fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
     let q = partq(row, u, p);
     return array<vec4<f32>, 2>(bytes_i(q.qa) * q.d + q.m, bytes_i(q.qb) * q.d + q.m);
@@ -65,13 +83,9 @@ fn khead(row: u32, u: u32, size: u32) -> KHead {
 #if U_Q4_0
 // q4_0 { f16 d; u8 qs[16]; }: byte i holds value i (low nibble) and value i + 16 (high).
 fn partq(row: u32, u: u32, p: u32) -> PartQ {
-    let blk = row + u * 18u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r0 = ldw(a);
-    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
-    let q = funnel(ldw(a + p), ldw(a + p + 1u), up);
-    return PartQ(q & LOW4, (q >> 4u) & LOW4, d, -8.0 * d);
+    let h = head2(row, u, 18u);
+    let q = funnel(ldw(h.a + p), ldw(h.a + p + 1u), h.up);
+    return PartQ(q & LOW4, (q >> 4u) & LOW4, h.d, -8.0 * h.d);
 }
 #endif
 
@@ -88,15 +102,11 @@ fn partq(row: u32, u: u32, p: u32) -> PartQ {
 #if U_Q5_0
 // q5_0 { f16 d; u8 qh[4]; u8 qs[16]; }: bit i of qh is the fifth bit of value i.
 fn partq(row: u32, u: u32, p: u32) -> PartQ {
-    let blk = row + u * 22u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r0 = ldw(a);
-    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
-    let qh = funnel(r0, ldw(a + 1u), up);
-    let q = funnel(ldw(a + 1u + p), ldw(a + 2u + p), up);
+    let h = head2(row, u, 22u);
+    let qh = funnel(h.r0, ldw(h.a + 1u), h.up);
+    let q = funnel(ldw(h.a + 1u + p), ldw(h.a + 2u + p), h.up);
     return PartQ((q & LOW4) | hbits(qh, 4u * p), ((q >> 4u) & LOW4) | hbits(qh, 16u + 4u * p),
-                 d, -16.0 * d);
+                 h.d, -16.0 * h.d);
 }
 #endif
 
@@ -115,15 +125,11 @@ fn partq(row: u32, u: u32, p: u32) -> PartQ {
 #if U_Q8_0
 // q8_0 { f16 d; i8 qs[32]; }
 fn partq(row: u32, u: u32, p: u32) -> PartQ {
-    let blk = row + u * 34u;
-    let a = blk >> 2u;
-    let up = (blk & 2u) != 0u;
-    let r0 = ldw(a);
-    let d = unpack2x16float(select(r0, r0 >> 16u, up)).x;
-    let w0 = ldw(a + 2u * p);
-    let w1 = ldw(a + 2u * p + 1u);
-    let w2 = ldw(a + 2u * p + 2u);
-    return PartQ(funnel(w0, w1, up), funnel(w1, w2, up), d, 0.0);
+    let h = head2(row, u, 34u);
+    let w0 = ldw(h.a + 2u * p);
+    let w1 = ldw(h.a + 2u * p + 1u);
+    let w2 = ldw(h.a + 2u * p + 2u);
+    return PartQ(funnel(w0, w1, h.up), funnel(w1, w2, h.up), h.d, 0.0);
 }
 #endif
 
