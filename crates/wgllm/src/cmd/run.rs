@@ -137,6 +137,19 @@ impl ModelArgs {
     }
 }
 
+/// Tells on stderr when a chat runs on a file without a chat template: its turns then take the
+/// built-in format of its vocabulary (ChatML or Gemma's), and a base, not instruction-tuned,
+/// model (the usual reason for the missing template) may answer with nonsense.
+pub fn note_missing_template(tok: &Tokenizer) {
+    if tok.chat_template().is_none() {
+        eprintln!(
+            "wgllm: note: the model has no chat template (tokenizer.chat_template); turns use the \
+             built-in format of its vocabulary. A base model, not instruction-tuned, may not \
+             answer like a chat model."
+        );
+    }
+}
+
 /// Tokenizes `text` rendered for the model: with `chat`, through its chat template as one user
 /// turn. BOS is added where the model wants it, unless the template already wrote it.
 pub fn prompt_ids(tok: &Tokenizer, text: &str, chat: bool) -> Result<Vec<u32>> {
@@ -172,6 +185,9 @@ pub struct Args {
 /// Generates, streaming text to `out` and statistics to stderr.
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let mut m = args.model.load(false)?;
+    if args.chat {
+        note_missing_template(&m.tokenizer);
+    }
     let ids = prompt_ids(&m.tokenizer, &args.prompt, args.chat)?;
     let mut sampler = Sampler::new(args.sampling.config());
     let mut write_err = None;
