@@ -81,8 +81,12 @@ pub enum Kernel {
     /// `softmax.wgsl`, one workgroup per row; which optional sources are bound.
     SoftMax { mask: bool, sinks: bool },
     /// `rope.wgsl`: the mode (pairing and position sections), with or without frequency
-    /// factors.
-    Rope { mode: RopeMode, freq_factors: bool },
+    /// factors; `pair`: two tensors (q and k) at the same positions in one dispatch.
+    Rope {
+        mode: RopeMode,
+        freq_factors: bool,
+        pair: bool,
+    },
     /// `flash_attn.wgsl`, one workgroup per query row and head (per split of its keys when
     /// `split`): which optional sources are bound, the K head size `d` and the V head size `dv`.
     FlashAttn {
@@ -429,7 +433,14 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             }
             SOFTMAX
         }
-        Kernel::Rope { mode, freq_factors } => {
+        Kernel::Rope {
+            mode,
+            freq_factors,
+            pair,
+        } => {
+            if pair {
+                flags.push("PAIR");
+            }
             flags.extend(match mode {
                 RopeMode::Normal => &[][..],
                 RopeMode::Neox => &["NEOX"],

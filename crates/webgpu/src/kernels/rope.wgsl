@@ -6,7 +6,9 @@
 // k mod Σsections (contiguous sections, or t/h/w interleaved with IMROPE); VISION restarts a
 // section's angle at the sector where the section begins (ggml_mrope_cache_init).
 // Bindings: src0 = x, src1 = positions (i32; 4 sections of n_tokens for MROPE), src2 =
-// frequency factors, dst. op_u: 0 = rot (rotated elements), 1 = slots per row, 8..11 =
+// frequency factors, dst. PAIR (f32, normal and neox modes): a second tensor at the same
+// positions in the same dispatch (q and k): src0 → src3 for the first op_u(8) items, src4 →
+// dst (binding 5) for the rest. op_u: 0 = rot (rotated elements), 1 = slots per row, 8..11 =
 // sections; op_f: 2 = freq_scale, 3 = ext_factor, 4 = attn_factor, 5 = corr low, 6 = corr high,
 // 7 = theta_scale.
 
@@ -68,30 +70,68 @@ fn vision_restart(sector: u32) -> u32 {
 }
 #endif
 
+#if PAIR
+// Whether this invocation works on the second tensor.
+var<private> second: bool;
+
+fn ldx(i: u32) -> f32 {
+    if (second) {
+        return src4[i];
+    }
+    return src0[i];
+}
+
+fn stx(i: u32, v: f32) {
+    if (second) {
+        dst[i] = v;
+    } else {
+        src3[i] = v;
+    }
+}
+#else
+fn ldx(i: u32) -> f32 {
+    return load_src0(i);
+}
+
+fn stx(i: u32, v: f32) {
+    store_dst(i, v);
+}
+#endif
+
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
-    let f = linear_id(wid, nwg, lid);
-    if (f >= n_items()) {
+    let fall = linear_id(wid, nwg, lid);
+    if (fall >= n_items()) {
         return;
     }
+#if PAIR
+    second = fall >= op_u(8u);
+    let f = select(fall, fall - op_u(8u), second);
+    let xb = select(0u, 4u, second);
+    let db = select(3u, 5u, second);
+#else
+    let f = fall;
+    let xb = 0u;
+    let db = 3u;
+#endif
     let slots = op_u(1u);
     let row = f / slots;
     let k = f % slots;
-    let n1 = t_ne(0u, 1u);
-    let n2 = t_ne(0u, 2u);
+    let n1 = t_ne(xb, 1u);
+    let n2 = t_ne(xb, 2u);
     let r = vec4<u32>(0u, row % n1, (row / n1) % n2, row / (n1 * n2));
     let pairs = op_u(0u) / 2u;
-    let ne0 = t_ne(0u, 0u);
-    let src = t_idx(0u, r);
-    let od = t_idx(3u, r);
-    let s0 = t_nb(0u, 0u);
-    let d0 = t_nb(3u, 0u);
+    let ne0 = t_ne(xb, 0u);
+    let src = t_idx(xb, r);
+    let od = t_idx(db, r);
+    let s0 = t_nb(xb, 0u);
+    let d0 = t_nb(db, 0u);
     if (k >= pairs) {
         let e = 2u * k;
-        store_dst(od + e * d0, load_src0(src + e * s0));
+        stx(od + e * d0, ldx(src + e * s0));
         if (e + 1u < ne0) {
-            store_dst(od + (e + 1u) * d0, load_src0(src + (e + 1u) * s0));
+            stx(od + (e + 1u) * d0, ldx(src + (e + 1u) * s0));
         }
         return;
     }
@@ -132,8 +172,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let a = 2u * k;
     let b = 2u * k + 1u;
 #endif
-    let x0 = load_src0(src + a * s0);
-    let x1 = load_src0(src + b * s0);
-    store_dst(od + a * d0, x0 * cs.x - x1 * cs.y);
-    store_dst(od + b * d0, x0 * cs.y + x1 * cs.x);
+    let x0 = ldx(src + a * s0);
+    let x1 = ldx(src + b * s0);
+    stx(od + a * d0, x0 * cs.x - x1 * cs.y);
+    stx(od + b * d0, x0 * cs.y + x1 * cs.x);
 }

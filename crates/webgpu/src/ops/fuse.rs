@@ -18,6 +18,8 @@
 //! - q/k/v: three mat-vec products of one activation (`mul_mat(Wq, x)`, `mul_mat(Wk, x)`,
 //!   `mul_mat(Wv, x)`, nothing reading the first two before the third) → `mul_mat_vec.wgsl` with
 //!   QKV, anchored at the third (attention input of every block: three dispatches become one).
+//! - q/k rope: two f32 ropes at the same positions with the same parameters (normal or neox),
+//!   nothing reading the first before the second → `rope.wgsl` with PAIR, anchored at the second.
 
 use wgllm_core::op::BinaryOp;
 use wgllm_core::{DType, Graph, Op, Result, TensorId};
@@ -113,6 +115,9 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
     if anchor.node.op == Op::MulMat {
         return qkv(anchor);
     }
+    if let Op::Rope(p) = &anchor.node.op {
+        return rope_pair(anchor, p);
+    }
     let Op::Binary(op) = anchor.node.op else {
         return Ok(None);
     };
@@ -166,27 +171,57 @@ fn qkv(v: &Ctx) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
     let [q, k] = earlier[..] else {
         return Ok(None);
     };
-    let read_early = g
+    if read_before(g, &[q, k], v.id) {
+        return Ok(None);
+    }
+    let (qc, kc) = (ctx(g, q, v.caps)?, ctx(g, k, v.caps)?);
+    let d = matmul::mul_mat_vec_qkv(&qc, &kc, v)?;
+    Ok(d.map(|d| (vec![q, k], d)))
+}
+
+/// The rope pair anchored at the rope `k`: the latest earlier rope at the same positions, which
+/// no dispatch between them reads.
+fn rope_pair(
+    k: &Ctx,
+    p: &wgllm_core::op::RopeParams,
+) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+    let g = k.graph;
+    let pos = k.node.src(1)?;
+    let q = g
         .ids()
-        .skip(q.index() + 1)
-        .take(v.id.index() - q.index() - 1)
+        .take(k.id.index())
+        .filter(|&t| matches!(g.node(t).op, Op::Rope(_)) && g.node(t).src(1).ok() == Some(pos))
+        .last();
+    let Some(q) = q else {
+        return Ok(None);
+    };
+    if read_before(g, &[q], k.id) {
+        return Ok(None);
+    }
+    let d = nn::rope_pair(&ctx(g, q, k.caps)?, k, p)?;
+    Ok(d.map(|d| (vec![q], d)))
+}
+
+/// Whether a dispatch after the first of `parts` and before `anchor`, other than the parts
+/// themselves, reads one of them (directly or through a view): their results are written only
+/// when the anchor runs.
+fn read_before(g: &Graph, parts: &[TensorId], anchor: TensorId) -> bool {
+    let first = parts
+        .iter()
+        .map(|t| t.index())
+        .min()
+        .unwrap_or(anchor.index());
+    g.ids()
+        .skip(first + 1)
+        .take(anchor.index().saturating_sub(first + 1))
         .any(|t| {
             let n = g.node(t);
             let view = matches!(
                 n.op,
                 Op::View | Op::Reshape | Op::Permute { .. } | Op::Transpose
             );
-            t != k
+            !parts.contains(&t)
                 && !view
-                && n.srcs
-                    .iter()
-                    .flatten()
-                    .any(|&s| [q, k].contains(&g.root(s)))
-        });
-    if read_early {
-        return Ok(None);
-    }
-    let (qc, kc) = (ctx(g, q, v.caps)?, ctx(g, k, v.caps)?);
-    let d = matmul::mul_mat_vec_qkv(&qc, &kc, v)?;
-    Ok(d.map(|d| (vec![q, k], d)))
+                && n.srcs.iter().flatten().any(|&s| parts.contains(&g.root(s)))
+        })
 }

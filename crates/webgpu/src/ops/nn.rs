@@ -191,15 +191,23 @@ pub(super) fn soft_max(ctx: &Ctx, scale: f32, max_bias: f32) -> Result<Vec<Dispa
     Ok(vec![per_row(ctx, key, operands, op)?])
 }
 
-fn rope_key(mode: RopeMode, freq_factors: bool, dtype: DType) -> PipelineKey {
+fn rope_key(mode: RopeMode, freq_factors: bool, dtype: DType, pair: bool) -> PipelineKey {
+    let mut dtypes = vec![
+        dtype,
+        DType::I32,
+        if freq_factors { DType::F32 } else { dtype },
+        dtype,
+    ];
+    if pair {
+        dtypes.extend([dtype, dtype]);
+    }
     PipelineKey {
-        kernel: Kernel::Rope { mode, freq_factors },
-        dtypes: vec![
-            dtype,
-            DType::I32,
-            if freq_factors { DType::F32 } else { dtype },
-            dtype,
-        ],
+        kernel: Kernel::Rope {
+            mode,
+            freq_factors,
+            pair,
+        },
+        dtypes,
         wg: WG_ELEMENTWISE,
     }
 }
@@ -220,6 +228,56 @@ fn yarn_corr_dims(p: &RopeParams) -> [f32; 2] {
 pub(super) fn rope(ctx: &Ctx, p: &RopeParams) -> Result<Vec<Dispatch>> {
     let (x, pos, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.out());
     let ff = ctx.node.opt_src(2).map(|_| ctx.src(2)).transpose()?;
+    let (op, slots) = rope_words(ctx, p, &x, &pos, &dst, ff.as_ref())?;
+    let key = rope_key(p.mode, ff.is_some(), x.dtype, false);
+    let items = slots * x.layout.nrows();
+    let operands = vec![x, pos, ff.unwrap_or_else(|| Operand::absent(0)), dst];
+    Ok(vec![ctx.per_item(key, operands, op, items)?])
+}
+
+/// The rope nodes `q` and `k` (their contexts: the same positions, frequency factors and
+/// parameters, f32, normal or neox mode) in one dispatch; `None` when they do not qualify.
+pub(super) fn rope_pair(q: &Ctx, k: &Ctx, p: &RopeParams) -> Result<Option<Vec<Dispatch>>> {
+    let same = q.node.src(1)? == k.node.src(1)?
+        && q.node.opt_src(2) == k.node.opt_src(2)
+        && q.node.op == k.node.op;
+    let (xq, xk) = (q.src(0)?, k.src(0)?);
+    let f32s = [&xq, &xk, &q.out(), &k.out()]
+        .iter()
+        .all(|o| o.dtype == DType::F32);
+    if !same || !f32s || !matches!(p.mode, RopeMode::Normal | RopeMode::Neox) {
+        return Ok(None);
+    }
+    let (pos, ff) = (q.src(1)?, q.node.opt_src(2).map(|_| q.src(2)).transpose()?);
+    let (mut op, slots) = rope_words(q, p, &xq, &pos, &q.out(), ff.as_ref())?;
+    // Both tensors rotate the same rows' worth of slots (same head size).
+    if xk.layout.ne[0] != xq.layout.ne[0] {
+        return Ok(None);
+    }
+    let first = slots * xq.layout.nrows();
+    op[8] = q.items(first)?;
+    let key = rope_key(p.mode, ff.is_some(), DType::F32, true);
+    let operands = vec![
+        xq,
+        pos,
+        ff.unwrap_or_else(|| Operand::absent(0)),
+        q.out(),
+        xk.clone(),
+        k.out(),
+    ];
+    let items = first + slots * xk.layout.nrows();
+    Ok(Some(vec![q.per_item(key, operands, op, items)?]))
+}
+
+/// rope.wgsl's parameter words for `p` over `x`, and its slots per row.
+fn rope_words(
+    ctx: &Ctx,
+    p: &RopeParams,
+    x: &Operand,
+    pos: &Operand,
+    dst: &Operand,
+    ff: Option<&Operand>,
+) -> Result<([u32; OP_WORDS], u64)> {
     ctx.require(
         matches!(x.dtype, DType::F32 | DType::F16)
             && dst.dtype == x.dtype
@@ -253,10 +311,7 @@ pub(super) fn rope(ctx: &Ctx, p: &RopeParams) -> Result<Vec<Dispatch>> {
     op[0] = ctx.items(rot)?;
     op[1] = ctx.items(slots)?;
     op[8..12].copy_from_slice(&p.sections);
-    let key = rope_key(p.mode, ff.is_some(), x.dtype);
-    let items = slots * x.layout.nrows();
-    let operands = vec![x, pos, ff.unwrap_or_else(|| Operand::absent(0)), dst];
-    Ok(vec![ctx.per_item(key, operands, op, items)?])
+    Ok((op, slots))
 }
 
 #[cfg(test)]
@@ -283,7 +338,10 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             RopeMode::Vision,
         ] {
             for ff in [false, true] {
-                keys.push(rope_key(mode, ff, d));
+                keys.push(rope_key(mode, ff, d, false));
+                if d == DType::F32 && matches!(mode, RopeMode::Normal | RopeMode::Neox) {
+                    keys.push(rope_key(mode, ff, d, true));
+                }
             }
         }
     }

@@ -2,7 +2,7 @@
 //! backend plans as one dispatch (the CPU runs it node by node), and a near miss it must not
 //! fuse. The op name is the pattern's, prefixed `FUSED`.
 
-use wgllm_core::op::GluOp;
+use wgllm_core::op::{GluOp, RopeMode, RopeParams};
 use wgllm_core::DType;
 
 use super::cases::{case, input, weight, MATMUL};
@@ -206,10 +206,83 @@ fn qkv_cases(out: &mut Vec<Case>) {
     ));
 }
 
+/// Rope tolerance as the ROPE cases': GPU sin/cos are not correctly rounded.
+const ROPE_NMSE: f64 = 1e-7;
+
+fn rope_pair_cases(out: &mut Vec<Case>) {
+    // (mode, head_dim, n_dims, q heads, k heads, YaRN, frequency factors, k read before q's rope)
+    let specs = [
+        (
+            RopeMode::Normal,
+            64u64,
+            64u32,
+            4u64,
+            2u64,
+            false,
+            false,
+            false,
+        ),
+        (RopeMode::Neox, 64, 32, 6, 2, true, true, false),
+        (RopeMode::Neox, 33, 16, 3, 3, false, false, false),
+        (RopeMode::Normal, 64, 64, 4, 2, false, false, true),
+    ];
+    for (mode, hd, n_dims, hq, hk, yarn, ff, early) in specs {
+        let desc = match early {
+            false => format!(
+                "FUSED rope of q and k {mode:?} head_dim={hd} n_dims={n_dims} heads {hq}/{hk} yarn={yarn} ff={ff}"
+            ),
+            true => format!("FUSED rope of q and k {mode:?}, q's rope read before k's (unfused)"),
+        };
+        out.push(case("FUSED_ROPE", desc, ROPE_NMSE, move |g, rng| {
+            let mut b = Built::default();
+            let q = input(g, rng, &mut b, DType::F32, [hd, hq, 5, 1], -2.0, 2.0)?;
+            let k = input(g, rng, &mut b, DType::F32, [hd, hk, 5, 1], -2.0, 2.0)?;
+            let pos = input(g, rng, &mut b, DType::I32, [5, 1, 1, 1], 0.0, 50.0)?;
+            let f = match ff {
+                true => Some(input(
+                    g,
+                    rng,
+                    &mut b,
+                    DType::F32,
+                    [u64::from(n_dims) / 2, 1, 1, 1],
+                    1.0,
+                    3.0,
+                )?),
+                false => None,
+            };
+            let p = RopeParams {
+                mode,
+                n_dims,
+                sections: [0; 4],
+                n_ctx_orig: 4096,
+                freq_base: 10000.0,
+                freq_scale: if yarn { 0.25 } else { 1.0 },
+                ext_factor: if yarn { 1.0 } else { 0.0 },
+                attn_factor: 1.0,
+                beta_fast: 32.0,
+                beta_slow: 1.0,
+            };
+            let rq = g.rope(q, pos, f, p)?;
+            let rq = match early {
+                true => g.scale(rq, 2.0, 0.0)?,
+                false => rq,
+            };
+            let rk = g.rope(k, pos, f, p)?;
+            // Consumers after both ropes, as the KV store and attention are.
+            for r in [rq, rk] {
+                let r = g.scale(r, 0.5, 0.0)?;
+                g.mark_output(r)?;
+            }
+            Ok(b)
+        }));
+    }
+}
+
 /// Appends the fusion cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     norm_mul_cases(out);
     mat_vec_add_cases(out);
     glu_cases(out);
     qkv_cases(out);
+    rope_pair_cases(out);
 }
