@@ -14,7 +14,7 @@ use wgllm_cpu::CpuBackend;
 use wgllm_gguf::{GgufError, GgufFile, GgufStream, StreamEvent};
 use wgllm_models::generate::{generate_async, GenStats};
 use wgllm_models::sampler::{Sampler, SamplerConfig};
-use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
+use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::{Architecture, ModelError, Session, SessionConfig};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
 
@@ -310,15 +310,7 @@ impl Engine {
     /// `chat`, else as a raw completion prompt.
     pub fn prompt_ids(&self, text: &str, chat: bool) -> Result<Vec<u32>, WebError> {
         let tok = &self.model.as_ref().ok_or(WebError::NoModel)?.tokenizer;
-        if !chat {
-            return Ok(tok.encode(text, true)?);
-        }
-        let rendered = tok.render_chat(&[ChatMessage::new("user", text)], true)?;
-        let has_bos = tok
-            .bos()
-            .and_then(|b| tok.token_str(b))
-            .is_some_and(|b| rendered.starts_with(b));
-        Ok(tok.encode_with(&rendered, !has_bos, true)?)
+        Ok(tok.prompt_ids(text, chat)?)
     }
 
     /// Generates up to `max_tokens` after `prompt` from an empty cache, calling `on_text` with

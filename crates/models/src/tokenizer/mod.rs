@@ -379,6 +379,21 @@ impl Tokenizer {
         self.chat_template.as_deref()
     }
 
+    /// Token ids of a prompt: `text` itself (a completion), or with `chat` the text wrapped in
+    /// the chat template as one user message. BOS is added where the model wants it, unless the
+    /// template already wrote it.
+    pub fn prompt_ids(&self, text: &str, chat: bool) -> Result<Vec<u32>, TokenizerError> {
+        if !chat {
+            return self.encode(text, true);
+        }
+        let rendered = self.render_chat(&[ChatMessage::new("user", text)], true)?;
+        let has_bos = self
+            .bos()
+            .and_then(|b| self.token_str(b))
+            .is_some_and(|b| rendered.starts_with(b));
+        self.encode_with(&rendered, !has_bos, true)
+    }
+
     /// Renders a conversation with the model's chat template; with `add_generation_prompt`, the
     /// text that opens the assistant's reply is appended. A file without a template falls back to
     /// ChatML when its vocabulary has `<|im_start|>`, to Gemma's turns when it has

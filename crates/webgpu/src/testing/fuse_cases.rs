@@ -2,10 +2,11 @@
 //! backend plans as one dispatch (the CPU runs it node by node), and a near miss it must not
 //! fuse. The op name is the pattern's, prefixed `FUSED`.
 
-use wgllm_core::op::{GluOp, RopeMode, RopeParams};
+use wgllm_core::op::{GluOp, RopeMode};
 use wgllm_core::DType;
 
 use super::cases::{case, input, weight, MATMUL};
+use super::nn_cases::rope_params;
 use super::{Built, Case};
 
 fn norm_mul_cases(out: &mut Vec<Case>) {
@@ -250,18 +251,7 @@ fn rope_pair_cases(out: &mut Vec<Case>) {
                 )?),
                 false => None,
             };
-            let p = RopeParams {
-                mode,
-                n_dims,
-                sections: [0; 4],
-                n_ctx_orig: 4096,
-                freq_base: 10000.0,
-                freq_scale: if yarn { 0.25 } else { 1.0 },
-                ext_factor: if yarn { 1.0 } else { 0.0 },
-                attn_factor: 1.0,
-                beta_fast: 32.0,
-                beta_slow: 1.0,
-            };
+            let p = rope_params(mode, n_dims, yarn);
             let rq = g.rope(q, pos, f, p)?;
             let rq = match early {
                 true => g.scale(rq, 2.0, 0.0)?,

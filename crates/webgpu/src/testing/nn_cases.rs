@@ -198,6 +198,22 @@ fn soft_max_cases(out: &mut Vec<Case>) {
 /// WebGPU, gives NMSE 5e-9..1.3e-8); a wrong rotation gives NMSE ~1.
 const ROPE_F32_NMSE: f64 = 1e-7;
 
+/// The rope cases' parameters: base 10000, and with `yarn` a 4x context extension.
+pub(super) fn rope_params(mode: RopeMode, n_dims: u32, yarn: bool) -> RopeParams {
+    RopeParams {
+        mode,
+        n_dims,
+        sections: [0; 4],
+        n_ctx_orig: 4096,
+        freq_base: 10000.0,
+        freq_scale: if yarn { 0.25 } else { 1.0 },
+        ext_factor: if yarn { 1.0 } else { 0.0 },
+        attn_factor: 1.0,
+        beta_fast: 32.0,
+        beta_slow: 1.0,
+    }
+}
+
 fn rope_cases(out: &mut Vec<Case>) {
     for mode in [RopeMode::Normal, RopeMode::Neox] {
         for dtype in [DType::F32, DType::F16] {
@@ -234,19 +250,7 @@ fn rope_cases(out: &mut Vec<Case>) {
                         )?),
                         false => None,
                     };
-                    let p = RopeParams {
-                        mode,
-                        n_dims,
-                        sections: [0; 4],
-                        n_ctx_orig: 4096,
-                        freq_base: 10000.0,
-                        freq_scale: if yarn { 0.25 } else { 1.0 },
-                        ext_factor: if yarn { 1.0 } else { 0.0 },
-                        attn_factor: 1.0,
-                        beta_fast: 32.0,
-                        beta_slow: 1.0,
-                    };
-                    let r = g.rope(x, pos, f, p)?;
+                    let r = g.rope(x, pos, f, rope_params(mode, n_dims, yarn))?;
                     g.mark_output(r)?;
                     Ok(b)
                 }));

@@ -10,7 +10,7 @@ use wgllm_core::DType;
 use wgllm_gguf::GgufFile;
 use wgllm_models::generate::generate;
 use wgllm_models::sampler::{Sampler, SamplerConfig};
-use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
+use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::{Session, SessionConfig};
 
 use super::backend::BackendArgs;
@@ -150,20 +150,6 @@ pub fn note_missing_template(tok: &Tokenizer) {
     }
 }
 
-/// Tokenizes `text` rendered for the model: with `chat`, through its chat template as one user
-/// turn. BOS is added where the model wants it, unless the template already wrote it.
-pub fn prompt_ids(tok: &Tokenizer, text: &str, chat: bool) -> Result<Vec<u32>> {
-    if !chat {
-        return Ok(tok.encode(text, true)?);
-    }
-    let rendered = tok.render_chat(&[ChatMessage::new("user", text)], true)?;
-    let has_bos = tok
-        .bos()
-        .and_then(|b| tok.token_str(b))
-        .is_some_and(|b| rendered.starts_with(b));
-    Ok(tok.encode_with(&rendered, !has_bos, true)?)
-}
-
 /// Arguments of `wgllm run`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
@@ -188,7 +174,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     if args.chat {
         note_missing_template(&m.tokenizer);
     }
-    let ids = prompt_ids(&m.tokenizer, &args.prompt, args.chat)?;
+    let ids = m.tokenizer.prompt_ids(&args.prompt, args.chat)?;
     let mut sampler = Sampler::new(args.sampling.config());
     let mut write_err = None;
     let stats = generate(
