@@ -21,6 +21,23 @@ pub struct LlamaShape {
     pub tied_output: bool,
 }
 
+impl LlamaShape {
+    /// The tests' small model: 2 layers 64 wide, 4 query and 2 KV heads, an FFN of 128, a
+    /// 300-token vocabulary, 256 positions, RoPE base 10,000, untied output. Tests override
+    /// fields with `LlamaShape { n_vocab: 96, ..LlamaShape::TINY }`.
+    pub const TINY: LlamaShape = LlamaShape {
+        n_vocab: 300,
+        n_embd: 64,
+        n_layer: 2,
+        n_ff: 128,
+        n_head: 4,
+        n_head_kv: 2,
+        n_ctx_train: 256,
+        rope_base: 10_000.0,
+        tied_output: false,
+    };
+}
+
 /// The architecture a synthetic model is written for, with what only it has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SynthArch {
@@ -277,16 +294,9 @@ mod tests {
 
     fn shape() -> LlamaShape {
         LlamaShape {
-            n_vocab: 300,
-            n_embd: 64,
-            n_layer: 2,
             // 4096 rows of 64 per ffn matrix: several chunks each.
             n_ff: 4096,
-            n_head: 4,
-            n_head_kv: 2,
-            n_ctx_train: 256,
-            rope_base: 10_000.0,
-            tied_output: false,
+            ..LlamaShape::TINY
         }
     }
 

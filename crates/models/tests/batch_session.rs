@@ -14,14 +14,8 @@ use wgllm_models::{ModelError, Readback, RowOut, SeqChunk, Session, SessionConfi
 fn model(arch: SynthArch) -> GgufFile {
     let shape = LlamaShape {
         n_vocab: 96,
-        n_embd: 64,
-        n_layer: 2,
-        n_ff: 128,
-        n_head: 4,
-        n_head_kv: 2,
-        n_ctx_train: 256,
-        rope_base: 10_000.0,
         tied_output: matches!(arch, SynthArch::Gemma3 { .. }),
+        ..LlamaShape::TINY
     };
     let bytes = model_gguf(arch, &shape, DType::Q8_0, 3).unwrap();
     GgufFile::from_bytes(Bytes::from(bytes)).unwrap()

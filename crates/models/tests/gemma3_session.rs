@@ -13,14 +13,10 @@ use wgllm_models::{ModelError, Session, SessionConfig};
 fn gemma(n_layer: u32, window: u32) -> GgufFile {
     let shape = LlamaShape {
         n_vocab: 96,
-        n_embd: 64,
         n_layer,
-        n_ff: 128,
-        n_head: 4,
-        n_head_kv: 2,
-        n_ctx_train: 256,
         rope_base: 1_000_000.0,
         tied_output: true,
+        ..LlamaShape::TINY
     };
     let arch = SynthArch::Gemma3 {
         head_dim: 32,

@@ -11,14 +11,7 @@ use wgllm_models::{ModelError, Session, SessionConfig};
 fn tiny(dtype: DType) -> GgufFile {
     let shape = LlamaShape {
         n_vocab: 96,
-        n_embd: 64,
-        n_layer: 2,
-        n_ff: 128,
-        n_head: 4,
-        n_head_kv: 2,
-        n_ctx_train: 256,
-        rope_base: 10_000.0,
-        tied_output: false,
+        ..LlamaShape::TINY
     };
     GgufFile::from_bytes(Bytes::from(llama_gguf(&shape, dtype, 1).unwrap())).unwrap()
 }

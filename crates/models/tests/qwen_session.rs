@@ -12,14 +12,10 @@ use wgllm_models::{Architecture, ModelError, Session, SessionConfig};
 fn shape(n_head_kv: u64, tied_output: bool) -> LlamaShape {
     LlamaShape {
         n_vocab: 96,
-        n_embd: 64,
-        n_layer: 2,
-        n_ff: 128,
-        n_head: 4,
         n_head_kv,
-        n_ctx_train: 256,
         rope_base: 1_000_000.0,
         tied_output,
+        ..LlamaShape::TINY
     }
 }
 

@@ -54,14 +54,7 @@ fn run(backend: &dyn wgllm_core::Backend, f: &GgufFile) -> Vec<Vec<RowOut>> {
 fn batched_sequences_and_output_head_match_the_cpu() {
     let shape = LlamaShape {
         n_vocab: 5000,
-        n_embd: 64,
-        n_layer: 2,
-        n_ff: 128,
-        n_head: 4,
-        n_head_kv: 2,
-        n_ctx_train: 256,
-        rope_base: 10_000.0,
-        tied_output: false,
+        ..LlamaShape::TINY
     };
     let f = GgufFile::from_bytes(Bytes::from(llama_gguf(&shape, DType::Q8_0, 5).unwrap())).unwrap();
     let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));

@@ -23,14 +23,9 @@ const LIMIT: u64 = 32 << 10;
 fn gemma() -> GgufFile {
     let shape = LlamaShape {
         n_vocab: 2048,
-        n_embd: 64,
-        n_layer: 2,
-        n_ff: 128,
-        n_head: 4,
-        n_head_kv: 2,
-        n_ctx_train: 256,
         rope_base: 1_000_000.0,
         tied_output: true,
+        ..LlamaShape::TINY
     };
     let arch = SynthArch::Gemma3 {
         head_dim: 32,

@@ -25,13 +25,7 @@ fn tiny(dtype: DType, n_embd: u64) -> GgufFile {
     let shape = LlamaShape {
         n_vocab: 96,
         n_embd,
-        n_layer: 2,
-        n_ff: 128,
-        n_head: 4,
-        n_head_kv: 2,
-        n_ctx_train: 256,
-        rope_base: 10_000.0,
-        tied_output: false,
+        ..LlamaShape::TINY
     };
     let bytes = llama_gguf(&shape, dtype, 7).unwrap_or_else(|e| panic!("{e}"));
     GgufFile::from_bytes(Bytes::from(bytes)).unwrap_or_else(|e| panic!("{e}"))

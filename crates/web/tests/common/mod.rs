@@ -8,17 +8,7 @@ use wgllm_web::{Device, Engine, EngineConfig};
 
 /// A tiny llama with a byte-level vocabulary (n_vocab > 256: any text is one token per byte).
 pub fn synth_model() -> Vec<u8> {
-    let shape = LlamaShape {
-        n_vocab: 300,
-        n_embd: 64,
-        n_layer: 2,
-        n_ff: 128,
-        n_head: 4,
-        n_head_kv: 2,
-        n_ctx_train: 256,
-        rope_base: 10_000.0,
-        tied_output: false,
-    };
+    let shape = LlamaShape::TINY;
     // Seed 12: with 11, greedy decoding after the prompt below ends (end-of-generation token)
     // after 5 tokens.
     llama_gguf(&shape, DType::Q4_0, 12).expect("synthetic model")
