@@ -2,20 +2,20 @@
 //! page, its wasm, a cached model (whole and by byte range), refused paths, and the one-line errors
 //! for a page that was never built and a port that is taken.
 
-#[allow(dead_code)] // the tiny model is not needed here
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 
-use common::{assert_one_error_line, text, wgllm, Scratch};
+use common::{assert_one_error_line, text, tiny, wgllm, Scratch};
 
 const INDEX: &str = "<!doctype html><title>chat</title>";
 const GLUE: &str = "export default function init() {}";
 const WASM: &[u8] = b"\0asm\x01\0\0\0";
 
-/// A built page (index.html, pkg/) and a model cache holding `small.gguf`.
+/// A built page (index.html, pkg/) and a model cache holding `small.gguf` (the tiny synthetic
+/// model, a real GGUF as the page would load).
 fn site(s: &Scratch) -> (String, Vec<u8>) {
     let page = s.path("page");
     std::fs::create_dir_all(format!("{page}/pkg")).unwrap();
@@ -25,7 +25,7 @@ fn site(s: &Scratch) -> (String, Vec<u8>) {
     std::fs::write(format!("{page}/.secret"), "hidden").unwrap();
     let models = s.path("cache/wgllm/models");
     std::fs::create_dir_all(&models).unwrap();
-    let model: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let model = std::fs::read(tiny(s)).unwrap();
     std::fs::write(format!("{models}/small.gguf"), &model).unwrap();
     (page, model)
 }
@@ -110,12 +110,16 @@ fn serves_the_page_and_the_model_cache() {
 
     let (status, head, body) = server.get("/models/small.gguf", "");
     assert_eq!(status, 200, "{head}");
-    assert!(head.contains("content-length: 5000"), "{head}");
+    let len = model.len();
+    assert!(head.contains(&format!("content-length: {len}")), "{head}");
     assert_eq!(body, model);
 
     let (status, head, body) = server.get("/models/small.gguf", "Range: bytes=100-199\r\n");
     assert_eq!(status, 206, "{head}");
-    assert!(head.contains("content-range: bytes 100-199/5000"), "{head}");
+    assert!(
+        head.contains(&format!("content-range: bytes 100-199/{len}")),
+        "{head}"
+    );
     assert_eq!(body, &model[100..200]);
 
     assert_eq!(server.get("/models/absent.gguf", "").0, 404);

@@ -6,7 +6,7 @@ use wgllm_core::op::{GluOp, RopeMode};
 use wgllm_core::DType;
 
 use super::cases::{case, input, weight, MATMUL};
-use super::nn_cases::rope_params;
+use super::nn_cases::{freq_factors, rope_params};
 use super::{Built, Case};
 
 fn norm_mul_cases(out: &mut Vec<Case>) {
@@ -239,18 +239,7 @@ fn rope_pair_cases(out: &mut Vec<Case>) {
             let q = input(g, rng, &mut b, DType::F32, [hd, hq, 5, 1], -2.0, 2.0)?;
             let k = input(g, rng, &mut b, DType::F32, [hd, hk, 5, 1], -2.0, 2.0)?;
             let pos = input(g, rng, &mut b, DType::I32, [5, 1, 1, 1], 0.0, 50.0)?;
-            let f = match ff {
-                true => Some(input(
-                    g,
-                    rng,
-                    &mut b,
-                    DType::F32,
-                    [u64::from(n_dims) / 2, 1, 1, 1],
-                    1.0,
-                    3.0,
-                )?),
-                false => None,
-            };
+            let f = freq_factors(g, rng, &mut b, n_dims, ff)?;
             let p = rope_params(mode, n_dims, yarn);
             let rq = g.rope(q, pos, f, p)?;
             let rq = match early {

@@ -214,6 +214,19 @@ pub(super) fn rope_params(mode: RopeMode, n_dims: u32, yarn: bool) -> RopeParams
     }
 }
 
+/// Random frequency factors (one per rotated pair, in [1, 3)) when `on`.
+pub(super) fn freq_factors(
+    g: &mut Graph,
+    rng: &mut Rng,
+    b: &mut Built,
+    n_dims: u32,
+    on: bool,
+) -> Result<Option<TensorId>> {
+    let ne = [u64::from(n_dims) / 2, 1, 1, 1];
+    on.then(|| input(g, rng, b, DType::F32, ne, 1.0, 3.0))
+        .transpose()
+}
+
 fn rope_cases(out: &mut Vec<Case>) {
     for mode in [RopeMode::Normal, RopeMode::Neox] {
         for dtype in [DType::F32, DType::F16] {
@@ -238,18 +251,7 @@ fn rope_cases(out: &mut Vec<Case>) {
                         input(g, rng, &mut b, dtype, [hd, 3, 5, 1], -2.0, 2.0)?
                     };
                     let pos = input(g, rng, &mut b, DType::I32, [5, 1, 1, 1], 0.0, 50.0)?;
-                    let f = match ff {
-                        true => Some(input(
-                            g,
-                            rng,
-                            &mut b,
-                            DType::F32,
-                            [u64::from(n_dims) / 2, 1, 1, 1],
-                            1.0,
-                            3.0,
-                        )?),
-                        false => None,
-                    };
+                    let f = freq_factors(g, rng, &mut b, n_dims, ff)?;
                     let r = g.rope(x, pos, f, rope_params(mode, n_dims, yarn))?;
                     g.mark_output(r)?;
                     Ok(b)
