@@ -100,6 +100,26 @@ pub struct RopeParams {
     pub beta_slow: f32,
 }
 
+impl RopeParams {
+    /// Plain RoPE over the first `n_dims` of each head: base 10,000, no context scaling or
+    /// YaRN (ext_factor 0), ggml's default YaRN betas (32, 1) and a 4096-position original
+    /// context. Callers override what their model sets: `RopeParams { freq_base, ..new }`.
+    pub fn new(mode: RopeMode, n_dims: u32) -> RopeParams {
+        RopeParams {
+            mode,
+            n_dims,
+            sections: [0; 4],
+            n_ctx_orig: 4096,
+            freq_base: 10_000.0,
+            freq_scale: 1.0,
+            ext_factor: 0.0,
+            attn_factor: 1.0,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+        }
+    }
+}
+
 /// Which triangle ggml_tri keeps (ggml_tri_type).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TriKind {

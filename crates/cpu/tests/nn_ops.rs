@@ -15,18 +15,7 @@ fn run1(g: &mut Graph, inputs: &[(TensorId, Vec<u8>)], out: TensorId) -> Vec<f32
 }
 
 fn rope_params(mode: RopeMode, n_dims: u32) -> RopeParams {
-    RopeParams {
-        mode,
-        n_dims,
-        sections: [0; 4],
-        n_ctx_orig: 4096,
-        freq_base: 10000.0,
-        freq_scale: 1.0,
-        ext_factor: 0.0,
-        attn_factor: 1.0,
-        beta_fast: 32.0,
-        beta_slow: 1.0,
-    }
+    RopeParams::new(mode, n_dims)
 }
 
 // ---- hand-checked cases ----

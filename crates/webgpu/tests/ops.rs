@@ -253,18 +253,7 @@ fn fusions_plan_one_dispatch_per_pattern() {
     let q = g.input("q", DType::F32, [64, 4, 3, 1]).unwrap();
     let k = g.input("k", DType::F32, [64, 2, 3, 1]).unwrap();
     let pos = g.input("pos", DType::I32, [3, 1, 1, 1]).unwrap();
-    let p = wgllm_core::op::RopeParams {
-        mode: wgllm_core::op::RopeMode::Neox,
-        n_dims: 64,
-        sections: [0; 4],
-        n_ctx_orig: 4096,
-        freq_base: 10000.0,
-        freq_scale: 1.0,
-        ext_factor: 0.0,
-        attn_factor: 1.0,
-        beta_fast: 32.0,
-        beta_slow: 1.0,
-    };
+    let p = wgllm_core::op::RopeParams::new(wgllm_core::op::RopeMode::Neox, 64);
     let rq = g.rope(q, pos, None, p).unwrap();
     let rk = g.rope(k, pos, None, p).unwrap();
     g.mark_output(rq).unwrap();

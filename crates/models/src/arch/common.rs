@@ -135,16 +135,10 @@ impl Hparams {
     /// RoPE over the first `n_rot` dims of each head, without YaRN.
     pub(crate) fn rope(&self, mode: RopeMode, freq_base: f32, freq_scale: f32) -> RopeParams {
         RopeParams {
-            mode,
-            n_dims: self.n_rot,
-            sections: [0; 4],
             n_ctx_orig: u32::try_from(self.n_ctx_train).unwrap_or(u32::MAX),
             freq_base,
             freq_scale,
-            ext_factor: 0.0,
-            attn_factor: 1.0,
-            beta_fast: 32.0,
-            beta_slow: 1.0,
+            ..RopeParams::new(mode, self.n_rot)
         }
     }
 }

@@ -201,16 +201,9 @@ const ROPE_F32_NMSE: f64 = 1e-7;
 /// The rope cases' parameters: base 10000, and with `yarn` a 4x context extension.
 pub(super) fn rope_params(mode: RopeMode, n_dims: u32, yarn: bool) -> RopeParams {
     RopeParams {
-        mode,
-        n_dims,
-        sections: [0; 4],
-        n_ctx_orig: 4096,
-        freq_base: 10000.0,
         freq_scale: if yarn { 0.25 } else { 1.0 },
         ext_factor: if yarn { 1.0 } else { 0.0 },
-        attn_factor: 1.0,
-        beta_fast: 32.0,
-        beta_slow: 1.0,
+        ..RopeParams::new(mode, n_dims)
     }
 }
 
@@ -303,16 +296,8 @@ fn rope_multi_cases(out: &mut Vec<Case>) {
                         false => None,
                     };
                     let p = RopeParams {
-                        mode,
-                        n_dims,
                         sections,
-                        n_ctx_orig: 4096,
-                        freq_base: 10000.0,
-                        freq_scale: if yarn_ff { 0.25 } else { 1.0 },
-                        ext_factor: if yarn_ff { 1.0 } else { 0.0 },
-                        attn_factor: 1.0,
-                        beta_fast: 32.0,
-                        beta_slow: 1.0,
+                        ..rope_params(mode, n_dims, yarn_ff)
                     };
                     let r = g.rope(x, pos, f, p)?;
                     g.mark_output(r)?;
