@@ -19,7 +19,9 @@ use crate::config::WebGpuConfig;
 use crate::device::Gpu;
 use crate::ops::{Dispatch, Operand, Planned};
 use crate::pipelines::{bind_group, Pipelines, Window};
-use crate::profile::{Clock, DispatchInfo, DispatchTime, ProfileSwitch, RunProfile, Timestamps};
+use crate::profile::{
+    Clock, DispatchInfo, DispatchTime, ProfileSwitch, Profiling, RunProfile, Timestamps,
+};
 use crate::shaders::{unit_bytes, ITEMS_WORD, OP_WORD, PARAM_BYTES, PARAM_WORDS};
 
 /// One recorded kernel launch.
@@ -50,6 +52,18 @@ pub struct WebGpuExecutable {
     profiling: Arc<ProfileSwitch>,
     /// Made on the first profiled run.
     timestamps: Option<Timestamps>,
+    /// Made on the first [`WebGpuExecutable::run_span`].
+    span_timestamps: Option<Timestamps>,
+}
+
+/// The timestamps a run writes.
+#[derive(Clone, Copy)]
+enum Timing<'a> {
+    None,
+    /// At the start of the first pass and the end of the last.
+    Span(&'a Timestamps),
+    /// Before and after every dispatch.
+    Each(&'a Timestamps),
 }
 
 /// The binding window of an operand and its descriptor words (offset, ne[4], nb[4]).
@@ -157,6 +171,7 @@ impl WebGpuExecutable {
             dispatches_per_submit: config.dispatches_per_submit.max(1),
             profiling,
             timestamps: None,
+            span_timestamps: None,
         })
     }
 
@@ -291,22 +306,19 @@ impl WebGpuExecutable {
         Ok(())
     }
 
-    /// Encodes and submits every dispatch, with timestamps around each when `ts` is given.
-    fn encode(&self, ts: Option<&Timestamps>) -> Result<()> {
+    /// Encodes and submits every dispatch, with the timestamps `timing` asks for.
+    fn encode(&self, timing: Timing<'_>) -> Result<()> {
         let gpu = &self.gpu;
-        let plain = wgpu::ComputePassDescriptor {
-            label: None,
-            timestamp_writes: None,
-        };
+        let batches = self.steps.len().div_ceil(self.dispatches_per_submit);
         gpu.scoped("running the graph", || {
             let mut i = 0;
-            for batch in self.steps.chunks(self.dispatches_per_submit) {
+            for (b, batch) in self.steps.chunks(self.dispatches_per_submit).enumerate() {
                 let mut enc = gpu
                     .device
                     .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-                match ts {
+                match timing {
                     // One pass per dispatch, timed by the pass's own timestamp writes.
-                    Some(ts) if !ts.inside_passes => {
+                    Timing::Each(ts) if !ts.inside_passes => {
                         for s in batch {
                             let (query_set, q) = ts.slot(i);
                             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -322,17 +334,35 @@ impl WebGpuExecutable {
                         }
                     }
                     _ => {
-                        for pass_steps in batch.chunks(self.dispatches_per_pass) {
-                            let mut pass = enc.begin_compute_pass(&plain);
+                        let passes = batch.len().div_ceil(self.dispatches_per_pass);
+                        for (p, pass_steps) in batch.chunks(self.dispatches_per_pass).enumerate() {
+                            // A span: the first pass's beginning and the last one's end.
+                            let span = match timing {
+                                Timing::Span(ts) => {
+                                    let first = b == 0 && p == 0;
+                                    let last = b + 1 == batches && p + 1 == passes;
+                                    let (query_set, q) = ts.slot(0);
+                                    (first || last).then_some(wgpu::ComputePassTimestampWrites {
+                                        query_set,
+                                        beginning_of_pass_write_index: first.then_some(q),
+                                        end_of_pass_write_index: last.then_some(q + 1),
+                                    })
+                                }
+                                _ => None,
+                            };
+                            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                                label: None,
+                                timestamp_writes: span,
+                            });
                             for s in pass_steps {
-                                match ts {
-                                    Some(ts) => {
+                                match timing {
+                                    Timing::Each(ts) => {
                                         let (set, q) = ts.slot(i);
                                         pass.write_timestamp(set, q);
                                         s.record(&mut pass);
                                         pass.write_timestamp(set, q + 1);
                                     }
-                                    None => s.record(&mut pass),
+                                    _ => s.record(&mut pass),
                                 }
                                 i += 1;
                             }
@@ -341,6 +371,63 @@ impl WebGpuExecutable {
                 }
                 gpu.queue.submit([enc.finish()]);
             }
+        })
+    }
+
+    /// Resolves `ts` after the run just encoded and reads its timestamps back.
+    fn read_timestamps(&self, ts: &Timestamps, n: usize) -> Result<(Vec<f64>, f64)> {
+        let gpu = &self.gpu;
+        gpu.scoped("resolving timestamps", || {
+            let mut enc = gpu
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+            ts.resolve(&mut enc);
+            gpu.queue.submit([enc.finish()]);
+        })?;
+        pollster::block_on(ts.read(gpu, n))
+    }
+
+    /// Runs the graph once like [`Executable::run`], timing only its span on the GPU (from the
+    /// start of the first pass to the end of the last), so that it runs as it would unprofiled;
+    /// on the host clock around submit-and-wait without TIMESTAMP_QUERY. Native only.
+    pub fn run_span(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<RunProfile> {
+        if cfg!(target_arch = "wasm32") {
+            return Err(Error::Device {
+                what: "profiling waits for the GPU, which a browser cannot do".into(),
+            });
+        }
+        self.write_inputs(inputs)?;
+        let gpu = self.gpu.clone();
+        if !gpu.caps.timestamp_query {
+            gpu.queue.submit([]);
+            gpu.wait("uploading inputs")?;
+            let t0 = Instant::now();
+            self.encode(Timing::None)?;
+            let encode_ns = t0.elapsed().as_secs_f64() * 1e9;
+            gpu.wait("running the graph")?;
+            return Ok(RunProfile {
+                clock: Clock::Host,
+                dispatches: Vec::new(),
+                encode_ns,
+                span_ns: t0.elapsed().as_secs_f64() * 1e9,
+            });
+        }
+        if self.span_timestamps.is_none() {
+            self.span_timestamps = Some(Timestamps::new(&gpu, 1)?);
+        }
+        let ts = self
+            .span_timestamps
+            .as_ref()
+            .ok_or_else(|| Error::graph("timestamp queries were not created"))?;
+        let t0 = Instant::now();
+        self.encode(Timing::Span(ts))?;
+        let encode_ns = t0.elapsed().as_secs_f64() * 1e9;
+        let (_, span_ns) = self.read_timestamps(ts, 1)?;
+        Ok(RunProfile {
+            clock: Clock::GpuTimestamps,
+            dispatches: Vec::new(),
+            encode_ns,
+            span_ns,
         })
     }
 
@@ -366,17 +453,9 @@ impl WebGpuExecutable {
             .as_ref()
             .ok_or_else(|| Error::graph("timestamp queries were not created"))?;
         let t0 = Instant::now();
-        self.encode(Some(ts))?;
+        self.encode(Timing::Each(ts))?;
         let encode_ns = t0.elapsed().as_secs_f64() * 1e9;
-        let gpu = &self.gpu;
-        gpu.scoped("resolving timestamps", || {
-            let mut enc = gpu
-                .device
-                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
-            ts.resolve(&mut enc);
-            gpu.queue.submit([enc.finish()]);
-        })?;
-        let (ns, span_ns) = pollster::block_on(ts.read(gpu, self.steps.len()))?;
+        let (ns, span_ns) = self.read_timestamps(ts, self.steps.len())?;
         Ok(RunProfile {
             clock: Clock::GpuTimestamps,
             dispatches: self
@@ -432,13 +511,16 @@ impl WebGpuExecutable {
 
 impl Executable for WebGpuExecutable {
     fn run(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<()> {
-        if self.profiling.is_on() {
-            let p = self.run_profiled(inputs)?;
-            self.profiling.push(p);
-            return Ok(());
-        }
-        self.write_inputs(inputs)?;
-        self.encode(None)
+        let p = match self.profiling.mode() {
+            Profiling::Off => {
+                self.write_inputs(inputs)?;
+                return self.encode(Timing::None);
+            }
+            Profiling::Span => self.run_span(inputs)?,
+            Profiling::Dispatches => self.run_profiled(inputs)?,
+        };
+        self.profiling.push(p);
+        Ok(())
     }
 
     fn read(&mut self, t: TensorId) -> Result<Vec<u8>> {
@@ -483,7 +565,7 @@ impl Executable for WebGpuExecutable {
 mod tests {
     use wgllm_core::{DType, Executable, Graph, TensorId};
 
-    use crate::profile::{families, Clock};
+    use crate::profile::{families, Clock, Profiling};
     use crate::{WebGpuBackend, WebGpuConfig};
 
     /// x [64, 3] → rms_norm → mul_mat with an f32 weight [64, 32] → add x-independent bias.
@@ -555,7 +637,7 @@ mod tests {
     #[test]
     fn the_backend_switch_profiles_runs_only_while_on() {
         let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
-        let (g, x, _) = graph();
+        let (g, x, y) = graph();
         let xb = x_bytes();
         let mut exe = gpu.compile_webgpu(&g).unwrap();
         exe.run(&[(x, &xb)]).unwrap();
@@ -564,16 +646,25 @@ mod tests {
             exe.timestamps.is_none(),
             "an ordinary run makes no query set"
         );
-        gpu.set_profiling(true);
+        let plain = exe.read(y).unwrap();
+        gpu.set_profiling(Profiling::Dispatches);
         exe.run(&[(x, &xb)]).unwrap();
         exe.run(&[(x, &xb)]).unwrap();
-        gpu.set_profiling(false);
+        gpu.set_profiling(Profiling::Span);
+        exe.run(&[(x, &xb)]).unwrap();
+        assert_eq!(
+            exe.read(y).unwrap(),
+            plain,
+            "a span-timed run computes the same"
+        );
+        gpu.set_profiling(Profiling::Off);
         exe.run(&[(x, &xb)]).unwrap();
         let runs = gpu.take_profiles();
-        assert_eq!(runs.len(), 2);
-        assert!(runs
+        assert_eq!(runs.len(), 3);
+        assert!(runs[..2]
             .iter()
             .all(|r| r.dispatches.len() == exe.dispatch_count()));
+        assert!(runs[2].dispatches.is_empty() && runs[2].span_ns > 0.0);
         assert!(gpu.take_profiles().is_empty());
     }
 }

@@ -88,11 +88,11 @@ impl WebGpuBackend {
         &self.gpu.caps
     }
 
-    /// Profiles every run of this backend's executables (made before or after) while `on`,
+    /// Profiles every run of this backend's executables (made before or after) as `mode` says,
     /// keeping the profiles for [`WebGpuBackend::take_profiles`]. Off by default; when off a run
     /// encodes no timestamp query.
-    pub fn set_profiling(&self, on: bool) {
-        self.profiling.set(on);
+    pub fn set_profiling(&self, mode: profile::Profiling) {
+        self.profiling.set(mode);
     }
 
     /// The profiles of the runs made while profiling was on, oldest first; clears them.

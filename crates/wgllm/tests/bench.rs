@@ -169,6 +169,10 @@ fn profile_accounts_for_every_dispatch_of_a_decode_step() {
     assert!(sorted, "families are listed most expensive first");
     assert!(num(p, "cpu_encode_submit_ns") > 0.0);
     assert!(num(p, "gpu_span_ns") >= 0.0);
+    // The steps timed as they run: the host waits for the GPU, so a step takes at least its
+    // encoding.
+    assert!(num(p, "step_gpu_span_ns") > 0.0);
+    assert!(num(p, "step_wall_ns") >= num(p, "step_cpu_encode_submit_ns"));
 }
 
 #[test]

@@ -121,7 +121,7 @@ pub fn time_case(backend: &dyn Backend, case: &Case, seed: u64, reps: usize) -> 
 }
 
 /// [`time_case`] with GPU timestamps when `backend`'s device has TIMESTAMP_QUERY: one warm-up
-/// run, then the mean GPU span of `reps` profiled runs. Falls back to [`time_case`] without it.
+/// run, then the mean GPU span of `reps` span-timed runs. Falls back to [`time_case`] without it.
 pub fn time_case_webgpu(
     backend: &WebGpuBackend,
     case: &Case,
@@ -137,11 +137,11 @@ pub fn time_case_webgpu(
         exe.write(*t, data)?;
     }
     let inputs: Vec<(TensorId, &[u8])> = built.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
-    exe.run_profiled(&inputs)?;
+    exe.run_span(&inputs)?;
     let reps = reps.max(1);
     let mut ns = 0.0;
     for _ in 0..reps {
-        ns += exe.run_profiled(&inputs)?.span_ns;
+        ns += exe.run_span(&inputs)?.span_ns;
     }
     Ok(Perf {
         seconds: ns / reps as f64 / 1e9,

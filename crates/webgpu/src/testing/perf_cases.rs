@@ -66,14 +66,19 @@ pub fn large_cases() -> Vec<LargeCase> {
         });
     }
     // What one dispatch costs when a chain of them depends each on the last (a decode step is
-    // ~400 such): 400 one-element scales, and 400 SmolLM2-sized mat-vecs (576 x 576 q4_1).
+    // ~400 such): 400 one-element scales, 400 RMS norms times a weight (one fused kernel) of
+    // Llama 8B's width, and 400 SmolLM2-sized mat-vecs (576 x 576 q4_1).
     out.push(LargeCase {
-        case: chain_case("SCALE f32 [1]", 1, None),
+        case: chain_case("SCALE f32 [1]", 1, Link::Scale),
+        check: true,
+    });
+    out.push(LargeCase {
+        case: chain_case("RMS_NORM x w f32 [4096]", 4096, Link::Norm),
         check: true,
     });
     out.push(LargeCase {
         // The products grow without bound: timed only.
-        case: chain_case("MUL_MAT q4_1 576 x 576", 576, Some(DType::Q4_1)),
+        case: chain_case("MUL_MAT q4_1 576 x 576", 576, Link::MatVec(DType::Q4_1)),
         check: false,
     });
     for n_kv in [4096, 32768] {
@@ -102,24 +107,44 @@ fn mat_case(wt: DType, k: u64, m: u64, n: u64) -> Case {
 /// Dispatches in a chain case.
 pub const CHAIN: u64 = 400;
 
-/// [`CHAIN`] dependent ops on an `n`-vector: scales, or products with one `n × n` weight of
-/// `wt`.
-fn chain_case(desc: &str, n: u64, wt: Option<DType>) -> Case {
+/// One op of a chain case.
+#[derive(Clone, Copy)]
+enum Link {
+    /// `x * 0.999 + 0.001`.
+    Scale,
+    /// `rms_norm(x) * w` with an f32 `w` of `x`'s length.
+    Norm,
+    /// `w × x` with an `n × n` weight of this dtype.
+    MatVec(DType),
+}
+
+/// [`CHAIN`] dependent `link`s on an `n`-vector.
+fn chain_case(desc: &str, n: u64, link: Link) -> Case {
     let name = format!("CHAIN {CHAIN} x {desc}");
     case("CHAIN", name, MATMUL, move |g, rng| {
         let mut b = Built::default();
         let mut x = input(g, rng, &mut b, DType::F32, [n, 1, 1, 1], -1.0, 1.0)?;
+        let (wt, wn) = match link {
+            Link::Scale => (None, 0),
+            Link::Norm => (Some(DType::F32), n),
+            Link::MatVec(wt) => (Some(wt), n * n),
+        };
         let w = match wt {
             Some(wt) => {
-                let data = random_bytes(rng, wt, n * n, -1.0, 1.0)?;
-                Some(g.weight("w", wt, [n, n, 1, 1], Bytes::from(data))?)
+                let data = random_bytes(rng, wt, wn, -1.0, 1.0)?;
+                let ne1 = wn / n;
+                Some(g.weight("w", wt, [n, ne1, 1, 1], Bytes::from(data))?)
             }
             None => None,
         };
         for _ in 0..CHAIN {
-            x = match w {
-                Some(w) => g.mul_mat(w, x)?,
-                None => g.scale(x, 0.999, 0.001)?,
+            x = match (link, w) {
+                (Link::MatVec(_), Some(w)) => g.mul_mat(w, x)?,
+                (Link::Norm, Some(w)) => {
+                    let y = g.rms_norm(x, 1e-6)?;
+                    g.mul(y, w)?
+                }
+                _ => g.scale(x, 0.999, 0.001)?,
             };
         }
         g.mark_output(x)?;

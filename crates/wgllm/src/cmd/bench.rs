@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use wgllm_core::{Backend, DType, Graph};
 use wgllm_gguf::GgufFile;
 use wgllm_models::{Architecture, Session, SessionConfig};
-use wgllm_webgpu::profile::{families, Clock, FamilyTime, RunProfile};
+use wgllm_webgpu::profile::{families, Clock, FamilyTime, Profiling, RunProfile};
 
 use super::backend::{BackendArgs, OpenedBackend};
 
@@ -218,10 +218,16 @@ struct Profile {
     position: usize,
     families: Vec<FamilyTime>,
     dispatches: f64,
-    /// Sum of dispatch times, span first start → last end, host encode + submit (ns).
+    /// Sum of dispatch times, span first start → last end, host encode + submit (ns), with a
+    /// timestamp around every dispatch.
     dispatch_ns: f64,
     span_ns: f64,
     encode_ns: f64,
+    /// Host time of a whole step, its GPU span and its host encode + submit (ns), timed with
+    /// one timestamp at each end only, so the step runs as it does unprofiled.
+    step_wall_ns: f64,
+    step_span_ns: f64,
+    step_encode_ns: f64,
 }
 
 /// Random valid token ids (splitmix64).
@@ -346,12 +352,28 @@ fn profile_decode(
         s.eval(&[t])?;
     }
     let position = s.n_past();
+    // First the steps as they run unprofiled, only their ends timed...
     gpu.take_profiles();
+    let mut wall_ns = 0.0;
+    for t in tokens.take(steps, n_vocab) {
+        s.truncate(position);
+        gpu.set_profiling(Profiling::Span);
+        let t0 = Instant::now();
+        let r = s.eval(&[t]);
+        wall_ns += t0.elapsed().as_secs_f64() * 1e9;
+        gpu.set_profiling(Profiling::Off);
+        r?;
+    }
+    let spans = gpu.take_profiles();
+    let per_step = |f: fn(&RunProfile) -> f64| spans.iter().map(f).sum::<f64>() / steps as f64;
+    let (step_span_ns, step_encode_ns) = (per_step(|p| p.span_ns), per_step(|p| p.encode_ns));
+    // ... then with a timestamp around every dispatch, at the same position.
     let mut runs = Vec::with_capacity(steps);
     for t in tokens.take(steps, n_vocab) {
-        gpu.set_profiling(true);
+        s.truncate(position);
+        gpu.set_profiling(Profiling::Dispatches);
         let r = s.eval(&[t]);
-        gpu.set_profiling(false);
+        gpu.set_profiling(Profiling::Off);
         r?;
         // One eval may run several executables; together they are one step.
         let parts = gpu.take_profiles();
@@ -376,6 +398,9 @@ fn profile_decode(
         dispatch_ns: mean(RunProfile::dispatch_ns),
         span_ns: mean(|r| r.span_ns),
         encode_ns: mean(|r| r.encode_ns),
+        step_wall_ns: wall_ns / steps.max(1) as f64,
+        step_span_ns,
+        step_encode_ns,
     })
 }
 
@@ -600,15 +625,18 @@ fn write_md(r: &Report, out: &mut impl Write) -> Result<()> {
         writeln!(
             out,
             "decode step profile ({}, mean of {} steps at position {}): {:.0} dispatches per \
-             token, GPU busy {:.1} us (first start to last end {:.1} us), CPU encode + submit \
-             {:.1} us",
+             token; as run: {:.1} us a step on the host, GPU first start to last end {:.1} us, \
+             CPU encode + submit {:.1} us; with a timestamp around every dispatch: GPU busy \
+             {:.1} us (first start to last end {:.1} us)",
             p.clock,
             p.steps,
             p.position,
             p.dispatches,
+            p.step_wall_ns / 1e3,
+            p.step_span_ns / 1e3,
+            p.step_encode_ns / 1e3,
             p.dispatch_ns / 1e3,
             p.span_ns / 1e3,
-            p.encode_ns / 1e3
         )?;
         writeln!(out)?;
         writeln!(
@@ -671,6 +699,9 @@ fn to_json(r: &Report) -> Value {
             "gpu_dispatch_ns": p.dispatch_ns,
             "gpu_span_ns": p.span_ns,
             "cpu_encode_submit_ns": p.encode_ns,
+            "step_wall_ns": p.step_wall_ns,
+            "step_gpu_span_ns": p.step_span_ns,
+            "step_cpu_encode_submit_ns": p.step_encode_ns,
             "families": p.families.iter().map(|f| json!({
                 "family": f.family,
                 "dispatches": f.dispatches,
