@@ -11,7 +11,7 @@
 use bytes::Bytes;
 use wgllm_core::{DType, Graph, Result};
 
-use super::cases::{case, input, F32_MATH, MATMUL};
+use super::cases::{case, input, EXACT, F32_MATH, MATMUL};
 use super::{random_bytes, Built, Case};
 
 /// One benchmark shape.
@@ -87,7 +87,33 @@ pub fn large_cases() -> Vec<LargeCase> {
             check: true,
         });
     }
+    // The output head of a decode step: top-64 and argmax over SmolLM2's, Llama 3's and
+    // Gemma 3's vocabularies.
+    for (n, k) in [(49152, Some(64)), (262144, Some(64)), (128256, None)] {
+        out.push(LargeCase {
+            case: select_case(n, k),
+            check: true,
+        });
+    }
     out
+}
+
+/// `top_k(x, k)` (argmax when `k` is `None`) of one random row of `n` values.
+fn select_case(n: u64, k: Option<u32>) -> Case {
+    let (op, name) = match k {
+        Some(k) => ("TOP_K", format!("TOP_K f32 [{n}] k={k}")),
+        None => ("ARGMAX", format!("ARGMAX f32 [{n}]")),
+    };
+    case(op, name, EXACT, move |g, rng| {
+        let mut b = Built::default();
+        let x = input(g, rng, &mut b, DType::F32, [n, 1, 1, 1], -10.0, 10.0)?;
+        let r = match k {
+            Some(k) => g.top_k(x, k)?,
+            None => g.argmax(x)?,
+        };
+        g.mark_output(r)?;
+        Ok(b)
+    })
 }
 
 /// `w [k, m] × x [k, n]` with random weights of `wt`.
