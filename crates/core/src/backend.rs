@@ -73,6 +73,67 @@ pub fn check_shared_states(graphs: &[&Graph]) -> Result<()> {
 pub type ReadFuture<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>>> + 'a>>;
 
+/// What [`Executable::finish`] returns: the bytes of each output the run was submitted with.
+pub type FinishFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Vec<u8>>>> + 'a>>;
+
+/// A run queued by [`Executable::submit`], redeemed by [`Executable::finish`] of the same
+/// executable.
+#[derive(Debug)]
+#[must_use = "a submitted run's outputs are read by finishing its ticket"]
+pub struct Ticket {
+    id: u64,
+    ready: Option<Vec<Vec<u8>>>,
+}
+
+impl Ticket {
+    /// A run whose outputs the backend will read when the ticket is finished; `id` is the
+    /// backend's own.
+    pub fn pending(id: u64) -> Ticket {
+        Ticket { id, ready: None }
+    }
+
+    /// A run whose outputs were read when it was submitted.
+    pub fn ready(outputs: Vec<Vec<u8>>) -> Ticket {
+        Ticket {
+            id: 0,
+            ready: Some(outputs),
+        }
+    }
+
+    /// The backend's id of a pending run.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The outputs of a ticket made by [`Ticket::ready`].
+    pub fn into_ready(self) -> Option<Vec<Vec<u8>>> {
+        self.ready
+    }
+}
+
+/// [`Executable::submit`] done by waiting: each feed is read and passed as an input, the graph
+/// run, and the outputs read. The provided `submit`, and what a backend does while profiling.
+pub fn submit_blocking(
+    exe: &mut (impl Executable + ?Sized),
+    inputs: &[(TensorId, &[u8])],
+    feeds: &[(TensorId, TensorId)],
+    outputs: &[TensorId],
+) -> Result<Ticket> {
+    let fed = feeds
+        .iter()
+        .map(|&(input, src)| Ok((input, exe.read(src)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut all = inputs.to_vec();
+    all.extend(fed.iter().map(|(t, d)| (*t, &d[..])));
+    exe.run(&all)?;
+    let out = outputs
+        .iter()
+        .map(|&t| exe.read(t))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Ticket::ready(out))
+}
+
 /// A compiled graph.
 pub trait Executable {
     /// Runs the graph once. `inputs` gives the contiguous bytes of every `Input` leaf.
@@ -90,4 +151,30 @@ pub trait Executable {
 
     /// Overwrites a `State` tensor with contiguous bytes of its dtype.
     fn write(&mut self, t: TensorId, data: &[u8]) -> Result<()>;
+
+    /// Queues one run and the read-back of `outputs` as the run leaves them, without waiting for
+    /// either; [`Executable::finish`] waits for the bytes. `feeds` are `(input, source)` pairs:
+    /// before the run, input `input` takes the bytes that source tensor `source` of this
+    /// executable holds (an output or state, of the same size), as the previous run left it —
+    /// so a decode step's argmax becomes the next step's token without a trip to the host, and
+    /// the host can queue step `t + 1` before it has read step `t`. Inputs given neither in
+    /// `inputs` nor as a feed are an error.
+    ///
+    /// The provided method waits ([`submit_blocking`]); backends that queue work override it.
+    fn submit(
+        &mut self,
+        inputs: &[(TensorId, &[u8])],
+        feeds: &[(TensorId, TensorId)],
+        outputs: &[TensorId],
+    ) -> Result<Ticket> {
+        submit_blocking(self, inputs, feeds, outputs)
+    }
+
+    /// The outputs of a submitted run, in the order they were asked for, once the device has
+    /// made them.
+    fn finish(&mut self, ticket: Ticket) -> FinishFuture<'_> {
+        Box::pin(std::future::ready(ticket.into_ready().ok_or_else(|| {
+            crate::Error::graph("this ticket was not made by this executable")
+        })))
+    }
 }

@@ -2,12 +2,17 @@
 //! step reads back only what the sampler needs (`Sampler::readback`): the backend's argmax when
 //! greedy, its top-K candidates for top-k sampling, the whole logits row otherwise.
 //! [`generate_async`] is the same loop awaiting the session's reads (the browser's way).
+//!
+//! Greedy decoding keeps one step queued ahead: step `t + 1` takes step `t`'s argmax on the
+//! device ([`NextToken::Argmax`]) and is queued before the host reads step `t`, so the device
+//! never waits for the host's read, decision and encoding between steps. When step `t`'s token
+//! ends the generation, the step queued ahead is finished and its token dropped from the cache.
 
 use web_time::{Duration, Instant};
 
 use crate::error::ModelError;
 use crate::sampler::Sampler;
-use crate::session::{now, SeqChunk, Session};
+use crate::session::{now, NextToken, QueuedStep, Readback, SeqChunk, Session};
 use crate::tokenizer::Tokenizer;
 
 /// Why generation stopped.
@@ -96,6 +101,8 @@ pub async fn generate_async(
     let mut stream = tokenizer.stream_decoder();
     let mut generated = 0;
     let mut stop = StopReason::Length;
+    // The step queued ahead of the one whose row is read next (greedy only).
+    let mut ahead: Option<QueuedStep> = None;
     while generated < max_tokens {
         let next = sampler.sample_row(&row, &history)?;
         generated += 1;
@@ -112,7 +119,24 @@ pub async fn generate_async(
         if generated == max_tokens {
             break;
         }
-        row = session.step_async(&chunk(&[next]), read).await?.remove(0);
+        if read != Readback::Argmax {
+            row = session.step_async(&chunk(&[next]), read).await?.remove(0);
+            continue;
+        }
+        // The step that evaluates `next` (queued ahead, fed its predecessor's argmax, which is
+        // `next`), then the one after it, when another token may follow.
+        let current = match ahead.take() {
+            Some(q) => q,
+            None => session.queue_decode(NextToken::Id(next), read)?,
+        };
+        if generated + 1 < max_tokens {
+            ahead = Some(session.queue_decode(NextToken::Argmax, read)?);
+        }
+        row = session.finish_decode_async(current).await?;
+    }
+    if let Some(q) = ahead {
+        session.finish_decode_async(q).await?;
+        session.truncate(session.n_past() - 1);
     }
     let rest = stream.finish();
     if !rest.is_empty() && stop != StopReason::Callback {

@@ -17,4 +17,4 @@ pub mod tokenizer;
 
 pub use arch::Architecture;
 pub use error::ModelError;
-pub use session::{Readback, RowOut, SeqChunk, Session, SessionConfig};
+pub use session::{NextToken, QueuedStep, Readback, RowOut, SeqChunk, Session, SessionConfig};

@@ -25,7 +25,8 @@
 use std::future::Future;
 use std::task::{Context, Poll, Waker};
 
-use wgllm_core::{Backend, DType, Executable};
+use wgllm_core::backend::Ticket;
+use wgllm_core::{Backend, DType, Executable, TensorId};
 use wgllm_gguf::GgufFile;
 
 use crate::arch::{Architecture, StepGraph, StepShape};
@@ -111,6 +112,35 @@ pub struct Session {
     /// Tokens in the cache, per sequence.
     lens: Vec<usize>,
     cfg: SessionConfig,
+    /// The step that ran last, while its outputs still describe the cache's last token (a
+    /// truncation or reset clears it): what [`NextToken::Argmax`] feeds from.
+    last_run: Option<usize>,
+}
+
+/// The token of a decode step queued by [`Session::queue_decode`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextToken {
+    /// This token.
+    Id(u32),
+    /// The argmax of the decode step queued just before this one, taken on the device: greedy
+    /// decoding can queue step `t + 1` before the host has read step `t`.
+    Argmax,
+}
+
+/// A one-token decode step of sequence 0 queued by [`Session::queue_decode`]; its row comes from
+/// [`Session::finish_decode`].
+#[derive(Debug)]
+#[must_use = "a queued step's row is read by Session::finish_decode"]
+pub struct QueuedStep {
+    ticket: Ticket,
+    step: usize,
+    read: Readback,
+}
+
+/// The inputs of one run, and which of its tokens produce output rows.
+struct Prepared {
+    inputs: Vec<(TensorId, Vec<u8>)>,
+    outs: usize,
 }
 
 impl Session {
@@ -178,6 +208,7 @@ impl Session {
             steps,
             lens: vec![0; n_seq],
             cfg,
+            last_run: None,
         })
     }
 
@@ -214,11 +245,15 @@ impl Session {
     /// Forgets the cached tokens of sequence 0 (the next `eval` starts at position 0).
     pub fn reset(&mut self) {
         self.lens[0] = 0;
+        self.last_run = None;
     }
 
     /// Keeps only the first `n` cached tokens of sequence 0 (a chat turn that shares a prefix
     /// with the last).
     pub fn truncate(&mut self, n: usize) {
+        if n < self.lens[0] {
+            self.last_run = None;
+        }
         self.lens[0] = self.lens[0].min(n);
     }
 
@@ -226,6 +261,7 @@ impl Session {
     pub fn clear_seq(&mut self, seq: usize) {
         if let Some(l) = self.lens.get_mut(seq) {
             *l = 0;
+            self.last_run = None;
         }
     }
 
@@ -355,10 +391,90 @@ impl Session {
         run: &[Tok],
         read: Readback,
     ) -> Result<Vec<RowOut>, ModelError> {
-        let (n_seq, n_ctx) = (self.n_seq(), self.cfg.n_ctx);
-        let n_vocab = self.arch.n_vocab();
+        let p = self.prepare(i, run)?;
+        let inputs: Vec<(TensorId, &[u8])> = p.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
+        // With several sequences the argmax may be another sequence's.
+        self.last_run = (self.n_seq() == 1).then_some(i);
+        let step = &mut self.steps[i];
+        if p.outs == 0 {
+            step.exe.run(&inputs)?;
+            return Ok(vec![]);
+        }
+        let outputs = outputs(&step.graph, read);
+        let ticket = step.exe.submit(&inputs, &[], &outputs)?;
+        let bytes = step.exe.finish(ticket).await?;
+        self.rows(i, read, p.outs, bytes)
+    }
+
+    /// Queues a one-token decode step of sequence 0 without waiting for it: its token, at the
+    /// next position, is `token` or the argmax of the decode step queued just before
+    /// ([`NextToken::Argmax`]). The position counts as filled at once; a caller that drops a
+    /// step it queued ahead (its predecessor ended the generation) finishes it and truncates.
+    pub fn queue_decode(
+        &mut self,
+        token: NextToken,
+        read: Readback,
+    ) -> Result<QueuedStep, ModelError> {
+        let i = self.steps.len() - 1;
+        let id = match token {
+            NextToken::Id(t) => t,
+            NextToken::Argmax if self.last_run == Some(i) => 0,
+            NextToken::Argmax => {
+                return Err(ModelError::BadSession(
+                    "a step fed the previous step's argmax must follow a decode step of this \
+                     session's cache as it is"
+                        .into(),
+                ))
+            }
+        };
+        self.check(0, &[id])?;
+        let tok = Tok {
+            token: id,
+            pos: self.lens[0],
+            seq: 0,
+            out: true,
+        };
+        let p = self.prepare(i, &[tok])?;
         let step = &mut self.steps[i];
         let g = &step.graph;
+        let fed = token == NextToken::Argmax;
+        let inputs: Vec<(TensorId, &[u8])> = p
+            .inputs
+            .iter()
+            .filter(|(t, _)| !(fed && *t == g.tokens))
+            .map(|(t, d)| (*t, &d[..]))
+            .collect();
+        let feeds = if fed {
+            vec![(g.tokens, g.argmax)]
+        } else {
+            vec![]
+        };
+        let ticket = step.exe.submit(&inputs, &feeds, &outputs(g, read))?;
+        self.lens[0] += 1;
+        self.last_run = Some(i);
+        Ok(QueuedStep {
+            ticket,
+            step: i,
+            read,
+        })
+    }
+
+    /// The output row of a step queued by [`Session::queue_decode`], waiting for the device.
+    pub fn finish_decode(&mut self, q: QueuedStep) -> Result<RowOut, ModelError> {
+        now(self.finish_decode_async(q))
+    }
+
+    /// [`Session::finish_decode`] awaiting the backend's read: the browser's way.
+    pub async fn finish_decode_async(&mut self, q: QueuedStep) -> Result<RowOut, ModelError> {
+        let bytes = self.steps[q.step].exe.finish(q.ticket).await?;
+        let mut rows = self.rows(q.step, q.read, 1, bytes)?;
+        Ok(rows.remove(0))
+    }
+
+    /// The inputs of a run of step `i` over `run`, padded to its size.
+    fn prepare(&self, i: usize, run: &[Tok]) -> Result<Prepared, ModelError> {
+        let (n_seq, n_ctx) = (self.n_seq(), self.cfg.n_ctx);
+        let g = &self.steps[i].graph;
         let n = g.shape.n_tokens as usize;
         let n_kv = g.shape.n_ctx as usize;
         let scratch = n_seq * n_ctx;
@@ -389,12 +505,6 @@ impl Session {
             .flat_map(|t| (row_of(t) as i64).to_le_bytes())
             .collect();
         let mask = mask_bytes(&toks, n_seq, n_ctx, n_kv, None);
-        let mask_swa = g.mask_swa.map(|swa| {
-            (
-                swa.mask,
-                mask_bytes(&toks, n_seq, n_ctx, n_kv, Some(swa.window)),
-            )
-        });
         let n_out = g.shape.n_outputs as usize;
         let outs: Vec<usize> = (0..run.len()).filter(|&j| run[j].out).collect();
         if outs.len() > n_out {
@@ -412,34 +522,55 @@ impl Session {
             .flat_map(|j| le32(j as i32))
             .collect();
         let mut inputs = vec![
-            (g.tokens, &tokens[..]),
-            (g.positions, &positions),
-            (g.kv_slots, &slots),
-            (g.mask, &mask),
-            (g.out_rows, &out_rows),
+            (g.tokens, tokens),
+            (g.positions, positions),
+            (g.kv_slots, slots),
+            (g.mask, mask),
+            (g.out_rows, out_rows),
         ];
-        if let Some((id, bytes)) = &mask_swa {
-            inputs.push((*id, bytes));
+        if let Some(swa) = g.mask_swa {
+            inputs.push((
+                swa.mask,
+                mask_bytes(&toks, n_seq, n_ctx, n_kv, Some(swa.window)),
+            ));
         }
-        step.exe.run(&inputs)?;
-        if outs.is_empty() {
-            return Ok(vec![]);
-        }
-        let argmax = i32s(&step.exe.read_async(g.argmax).await?);
+        Ok(Prepared {
+            inputs,
+            outs: outs.len(),
+        })
+    }
+
+    /// The first `n_rows` output rows of step `i` from the bytes of [`outputs`]`(graph, read)`.
+    fn rows(
+        &self,
+        i: usize,
+        read: Readback,
+        n_rows: usize,
+        bytes: Vec<Vec<u8>>,
+    ) -> Result<Vec<RowOut>, ModelError> {
+        let n_vocab = self.arch.n_vocab();
+        let n_out = self.steps[i].graph.shape.n_outputs as usize;
+        let mut bytes = bytes.into_iter();
+        let mut next = || {
+            bytes
+                .next()
+                .ok_or_else(|| ModelError::BadSession("a run returned too few outputs".into()))
+        };
+        let argmax = i32s(&next()?);
         let top = if read >= Readback::TopK {
-            let ids = i32s(&step.exe.read_async(g.top_ids).await?);
-            let vals = f32s(&step.exe.read_async(g.top_vals).await?);
+            let ids = i32s(&next()?);
+            let vals = f32s(&next()?);
             let k = ids.len() / n_out;
             Some((ids, vals, k))
         } else {
             None
         };
         let logits = if read >= Readback::Logits {
-            Some(f32s(&step.exe.read_async(g.logits).await?))
+            Some(f32s(&next()?))
         } else {
             None
         };
-        Ok((0..outs.len())
+        Ok((0..n_rows)
             .map(|r| RowOut {
                 argmax: argmax[r] as u32,
                 top: top.as_ref().map(|(ids, vals, k)| {
@@ -453,6 +584,18 @@ impl Session {
             })
             .collect())
     }
+}
+
+/// The outputs a run reads back for `read`, in the order [`Session::rows`] takes them.
+fn outputs(g: &StepGraph, read: Readback) -> Vec<TensorId> {
+    let mut out = vec![g.argmax];
+    if read >= Readback::TopK {
+        out.extend([g.top_ids, g.top_vals]);
+    }
+    if read >= Readback::Logits {
+        out.push(g.logits);
+    }
+    out
 }
 
 /// The result of a future that needs no waiting: natively every backend's reads complete when

@@ -363,6 +363,17 @@ impl Gpu {
     /// this waits for the device; in the browser it yields to the event loop until the mapping
     /// is done. Device errors recorded meanwhile are reported as `Error::Device`.
     pub(crate) async fn map_read(&self, buffer: &wgpu::Buffer, len: u64) -> Result<()> {
+        self.map_read_after(buffer, len, None).await
+    }
+
+    /// [`Gpu::map_read`] waiting natively only for submission `after` (and those before it),
+    /// not for work queued since: the way to read step `t` while step `t + 1` runs.
+    pub(crate) async fn map_read_after(
+        &self,
+        buffer: &wgpu::Buffer,
+        len: u64,
+        after: Option<wgpu::SubmissionIndex>,
+    ) -> Result<()> {
         let done: Arc<Mutex<MapState>> = Arc::default();
         let state = done.clone();
         buffer.map_async(wgpu::MapMode::Read, 0..len, move |r| {
@@ -374,7 +385,14 @@ impl Gpu {
             }
         });
         // A no-op in the browser, which maps on its own.
-        self.wait("waiting for the GPU")?;
+        let polled = self.device.poll(wgpu::PollType::Wait {
+            submission_index: after,
+            timeout: None,
+        });
+        self.check(
+            "waiting for the GPU",
+            polled.err().map(|e| e.to_string()).into_iter().collect(),
+        )?;
         let mapped = std::future::poll_fn(|cx| match done.lock() {
             Ok(mut s) => match s.result.take() {
                 Some(r) => Poll::Ready(r),

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use wgllm_core::backend::ReadFuture;
+use wgllm_core::backend::{submit_blocking, FinishFuture, ReadFuture, Ticket};
 use wgllm_core::{Error, Executable, Graph, Op, Result, TensorId};
 
 use crate::buffer::{self, align_up, Buffers, MemoryReport, Shared};
@@ -54,6 +54,39 @@ pub struct WebGpuExecutable {
     timestamps: Option<Timestamps>,
     /// Made on the first [`WebGpuExecutable::run_span`].
     span_timestamps: Option<Timestamps>,
+    /// Runs submitted and not yet finished ([`Executable::submit`]).
+    in_flight: Vec<InFlight>,
+    /// Staging buffers of finished runs, for the next submits.
+    free_staging: Vec<wgpu::Buffer>,
+    next_ticket: u64,
+}
+
+/// A buffer-to-buffer copy encoded with a run.
+struct Copy {
+    src: wgpu::Buffer,
+    src_offset: u64,
+    dst: wgpu::Buffer,
+    dst_offset: u64,
+    size: u64,
+}
+
+/// Where a readable tensor lies: its buffer, the 4-byte-aligned range that covers it, and its
+/// first byte's offset inside that range.
+struct Span {
+    buf: wgpu::Buffer,
+    first: u64,
+    len: u64,
+    skew: usize,
+}
+
+/// A submitted run: the staging buffer its outputs are copied to, each output's offset there,
+/// and the submission that copies them.
+struct InFlight {
+    id: u64,
+    staging: wgpu::Buffer,
+    size: u64,
+    outputs: Vec<(TensorId, Option<(u64, usize)>)>,
+    submission: wgpu::SubmissionIndex,
 }
 
 /// The timestamps a run writes.
@@ -172,6 +205,9 @@ impl WebGpuExecutable {
             profiling,
             timestamps: None,
             span_timestamps: None,
+            in_flight: Vec::new(),
+            free_staging: Vec::new(),
+            next_ticket: 1,
         })
     }
 
@@ -231,9 +267,10 @@ impl WebGpuExecutable {
         out
     }
 
-    /// Reads an output or state tensor: the one readback path behind `read` and `read_async`.
-    async fn read_tensor(&mut self, t: TensorId) -> Result<Vec<u8>> {
-        let node = self.graph.try_node(t)?.clone();
+    /// Where readable tensor `t` (an output or a state, input or weight leaf) lies; `None` when
+    /// it has no bytes.
+    fn span(&self, t: TensorId) -> Result<Option<Span>> {
+        let node = self.graph.try_node(t)?;
         let root_op = &self.graph.node(self.graph.root(t)).op;
         let readable = self.graph.outputs().contains(&t)
             || matches!(root_op, Op::State | Op::Input | Op::Weight);
@@ -243,19 +280,25 @@ impl WebGpuExecutable {
                 node.name
             )));
         }
-        let (dtype, l) = (node.dtype, node.layout);
-        let span = l.span_bytes(dtype);
+        let span = node.layout.span_bytes(node.dtype);
         if span == 0 {
-            return Ok(Vec::new());
+            return Ok(None);
         }
         let (buf, base) = self.buffers.storage(&self.graph, t)?;
-        let buf = buf.clone();
-        let start = base + l.offset;
+        let start = base + node.layout.offset;
         let first = start / 4 * 4;
-        let bytes = self
-            .download(&buf, first, align_up(start + span, 4) - first)
-            .await?;
-        let skew = (start - first) as usize;
+        Ok(Some(Span {
+            buf: buf.clone(),
+            first,
+            len: align_up(start + span, 4) - first,
+            skew: (start - first) as usize,
+        }))
+    }
+
+    /// The contiguous rows of `t` from the bytes of its span, whose first byte is at `skew`.
+    fn gather(&self, t: TensorId, bytes: &[u8], skew: usize) -> Result<Vec<u8>> {
+        let node = self.graph.try_node(t)?;
+        let (dtype, l) = (node.dtype, node.layout);
         let row_bytes = dtype
             .row_bytes(l.ne[0])
             .ok_or_else(|| Error::shape("row size"))? as usize;
@@ -274,13 +317,85 @@ impl WebGpuExecutable {
         }
         Ok(out)
     }
+
+    /// Reads an output or state tensor: the one readback path behind `read` and `read_async`.
+    async fn read_tensor(&mut self, t: TensorId) -> Result<Vec<u8>> {
+        let Some(span) = self.span(t)? else {
+            return Ok(Vec::new());
+        };
+        let bytes = self.download(&span.buf, span.first, span.len).await?;
+        self.gather(t, &bytes, span.skew)
+    }
+
+    /// The copies that make inputs take the bytes of other tensors ([`Executable::submit`]).
+    fn feed_copies(&self, feeds: &[(TensorId, TensorId)]) -> Result<Vec<Copy>> {
+        feeds
+            .iter()
+            .map(|&(input, src)| {
+                let (dst_node, src_node) = (self.graph.try_node(input)?, self.graph.try_node(src)?);
+                if dst_node.op != Op::Input {
+                    return Err(Error::graph(format!("'{}' is not an input", dst_node.name)));
+                }
+                let contiguous = |n: &wgllm_core::Node| {
+                    n.layout.offset.is_multiple_of(4)
+                        && n.layout.is_contiguous(n.dtype)
+                        && n.span_bytes().is_multiple_of(4)
+                };
+                let from = self.span(src)?;
+                let to = self.span(input)?;
+                match (from, to) {
+                    (Some(from), Some(to))
+                        if from.len == to.len
+                            && contiguous(src_node)
+                            && contiguous(dst_node)
+                            && from.skew == 0
+                            && to.skew == 0 =>
+                    {
+                        Ok(Copy {
+                            src: from.buf,
+                            src_offset: from.first,
+                            dst: to.buf,
+                            dst_offset: to.first,
+                            size: from.len,
+                        })
+                    }
+                    _ => Err(Error::graph(format!(
+                        "input '{}' cannot be fed from '{}': both must be contiguous, \
+                         4-byte aligned and of the same size ({} and {} bytes)",
+                        dst_node.name,
+                        src_node.name,
+                        dst_node.span_bytes(),
+                        src_node.span_bytes()
+                    ))),
+                }
+            })
+            .collect()
+    }
+
+    /// A staging buffer of at least `size` bytes: a free one, or a new one.
+    fn take_staging(&mut self, size: u64) -> Result<wgpu::Buffer> {
+        if let Some(i) = self.free_staging.iter().position(|b| b.size() >= size) {
+            return Ok(self.free_staging.swap_remove(i));
+        }
+        buffer::create(
+            &self.gpu,
+            "run outputs",
+            size.max(4),
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            None,
+        )
+    }
 }
 
 impl WebGpuExecutable {
-    /// Checks `inputs` against the graph's `Input` leaves and queues their upload.
-    fn write_inputs(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<()> {
+    /// Checks `inputs` (with the inputs `fed` on the device) against the graph's `Input` leaves
+    /// and queues their upload.
+    fn write_inputs(&mut self, inputs: &[(TensorId, &[u8])], fed: &[TensorId]) -> Result<()> {
         for t in self.graph.ids() {
-            if self.graph.node(t).op == Op::Input && !inputs.iter().any(|(i, _)| *i == t) {
+            if self.graph.node(t).op == Op::Input
+                && !inputs.iter().any(|(i, _)| *i == t)
+                && !fed.contains(&t)
+            {
                 return Err(Error::graph(format!(
                     "input '{}' was not given",
                     self.graph.node(t).name
@@ -306,16 +421,35 @@ impl WebGpuExecutable {
         Ok(())
     }
 
-    /// Encodes and submits every dispatch, with the timestamps `timing` asks for.
-    fn encode(&self, timing: Timing<'_>) -> Result<()> {
+    /// Encodes and submits every dispatch, with the timestamps `timing` asks for, the copies
+    /// `before` ahead of the first and `after` behind the last; the last submission's index.
+    fn encode(
+        &self,
+        timing: Timing<'_>,
+        before: &[Copy],
+        after: &[Copy],
+    ) -> Result<wgpu::SubmissionIndex> {
         let gpu = &self.gpu;
-        let batches = self.steps.len().div_ceil(self.dispatches_per_submit);
+        let mut batches: Vec<&[Step]> = self.steps.chunks(self.dispatches_per_submit).collect();
+        if batches.is_empty() {
+            batches.push(&[]);
+        }
+        let n_batches = batches.len();
+        let copy = |enc: &mut wgpu::CommandEncoder, copies: &[Copy]| {
+            for c in copies {
+                enc.copy_buffer_to_buffer(&c.src, c.src_offset, &c.dst, c.dst_offset, c.size);
+            }
+        };
         gpu.scoped("running the graph", || {
             let mut i = 0;
-            for (b, batch) in self.steps.chunks(self.dispatches_per_submit).enumerate() {
+            let mut last = None;
+            for (b, batch) in batches.into_iter().enumerate() {
                 let mut enc = gpu
                     .device
                     .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+                if b == 0 {
+                    copy(&mut enc, before);
+                }
                 match timing {
                     // One pass per dispatch, timed by the pass's own timestamp writes.
                     Timing::Each(ts) if !ts.inside_passes => {
@@ -340,7 +474,7 @@ impl WebGpuExecutable {
                             let span = match timing {
                                 Timing::Span(ts) => {
                                     let first = b == 0 && p == 0;
-                                    let last = b + 1 == batches && p + 1 == passes;
+                                    let last = b + 1 == n_batches && p + 1 == passes;
                                     let (query_set, q) = ts.slot(0);
                                     (first || last).then_some(wgpu::ComputePassTimestampWrites {
                                         query_set,
@@ -369,9 +503,14 @@ impl WebGpuExecutable {
                         }
                     }
                 }
-                gpu.queue.submit([enc.finish()]);
+                if b + 1 == n_batches {
+                    copy(&mut enc, after);
+                }
+                last = Some(gpu.queue.submit([enc.finish()]));
             }
-        })
+            last
+        })?
+        .ok_or_else(|| Error::graph("a run encoded no command buffer"))
     }
 
     /// Resolves `ts` after the run just encoded and reads its timestamps back.
@@ -396,13 +535,13 @@ impl WebGpuExecutable {
                 what: "profiling waits for the GPU, which a browser cannot do".into(),
             });
         }
-        self.write_inputs(inputs)?;
+        self.write_inputs(inputs, &[])?;
         let gpu = self.gpu.clone();
         if !gpu.caps.timestamp_query {
             gpu.queue.submit([]);
             gpu.wait("uploading inputs")?;
             let t0 = Instant::now();
-            self.encode(Timing::None)?;
+            self.encode(Timing::None, &[], &[])?;
             let encode_ns = t0.elapsed().as_secs_f64() * 1e9;
             gpu.wait("running the graph")?;
             return Ok(RunProfile {
@@ -420,7 +559,7 @@ impl WebGpuExecutable {
             .as_ref()
             .ok_or_else(|| Error::graph("timestamp queries were not created"))?;
         let t0 = Instant::now();
-        self.encode(Timing::Span(ts))?;
+        self.encode(Timing::Span(ts), &[], &[])?;
         let encode_ns = t0.elapsed().as_secs_f64() * 1e9;
         let (_, span_ns) = self.read_timestamps(ts, 1)?;
         Ok(RunProfile {
@@ -441,7 +580,7 @@ impl WebGpuExecutable {
                 what: "profiling waits for the GPU, which a browser cannot do".into(),
             });
         }
-        self.write_inputs(inputs)?;
+        self.write_inputs(inputs, &[])?;
         if !self.gpu.caps.timestamp_query {
             return self.run_host_timed();
         }
@@ -453,7 +592,7 @@ impl WebGpuExecutable {
             .as_ref()
             .ok_or_else(|| Error::graph("timestamp queries were not created"))?;
         let t0 = Instant::now();
-        self.encode(Timing::Each(ts))?;
+        self.encode(Timing::Each(ts), &[], &[])?;
         let encode_ns = t0.elapsed().as_secs_f64() * 1e9;
         let (ns, span_ns) = self.read_timestamps(ts, self.steps.len())?;
         Ok(RunProfile {
@@ -513,8 +652,8 @@ impl Executable for WebGpuExecutable {
     fn run(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<()> {
         let p = match self.profiling.mode() {
             Profiling::Off => {
-                self.write_inputs(inputs)?;
-                return self.encode(Timing::None);
+                self.write_inputs(inputs, &[])?;
+                return self.encode(Timing::None, &[], &[]).map(|_| ());
             }
             Profiling::Span => self.run_span(inputs)?,
             Profiling::Dispatches => self.run_profiled(inputs)?,
@@ -537,6 +676,104 @@ impl Executable for WebGpuExecutable {
 
     fn read_async(&mut self, t: TensorId) -> ReadFuture<'_> {
         Box::pin(self.read_tensor(t))
+    }
+
+    fn submit(
+        &mut self,
+        inputs: &[(TensorId, &[u8])],
+        feeds: &[(TensorId, TensorId)],
+        outputs: &[TensorId],
+    ) -> Result<Ticket> {
+        if self.profiling.mode() != Profiling::Off {
+            return submit_blocking(self, inputs, feeds, outputs);
+        }
+        let before = self.feed_copies(feeds)?;
+        let fed: Vec<TensorId> = feeds.iter().map(|f| f.0).collect();
+        let mut placed = Vec::with_capacity(outputs.len());
+        let mut size = 0;
+        let mut spans = Vec::with_capacity(outputs.len());
+        for &t in outputs {
+            match self.span(t)? {
+                Some(s) => {
+                    placed.push((t, Some((size, s.skew))));
+                    size += s.len;
+                    spans.push(s);
+                }
+                None => placed.push((t, None)),
+            }
+        }
+        self.write_inputs(inputs, &fed)?;
+        let staging = self.take_staging(size)?;
+        let mut at = 0;
+        let after: Vec<Copy> = spans
+            .into_iter()
+            .map(|s| {
+                let c = Copy {
+                    src: s.buf,
+                    src_offset: s.first,
+                    dst: staging.clone(),
+                    dst_offset: at,
+                    size: s.len,
+                };
+                at += s.len;
+                c
+            })
+            .collect();
+        let submission = self.encode(Timing::None, &before, &after)?;
+        let id = self.next_ticket;
+        self.next_ticket += 1;
+        self.in_flight.push(InFlight {
+            id,
+            staging,
+            size,
+            outputs: placed,
+            submission,
+        });
+        Ok(Ticket::pending(id))
+    }
+
+    fn finish(&mut self, ticket: Ticket) -> FinishFuture<'_> {
+        Box::pin(async move {
+            let id = ticket.id();
+            if let Some(ready) = ticket.into_ready() {
+                return Ok(ready);
+            }
+            let i = self
+                .in_flight
+                .iter()
+                .position(|f| f.id == id)
+                .ok_or_else(|| Error::graph("this ticket was not made by this executable"))?;
+            let run = self.in_flight.swap_remove(i);
+            if run.size > 0 {
+                self.gpu
+                    .map_read_after(&run.staging, run.size, Some(run.submission))
+                    .await?;
+            }
+            let out = {
+                let bytes = match run.size {
+                    0 => Vec::new(),
+                    n => run
+                        .staging
+                        .get_mapped_range(0..n)
+                        .map(|v| v.to_vec())
+                        .map_err(|e| Error::Device {
+                            what: format!("reading a run's outputs: {e}"),
+                        })?,
+                };
+                run.outputs
+                    .iter()
+                    .map(|&(t, at)| match at {
+                        Some((offset, skew)) => self.gather(t, &bytes[offset as usize..], skew),
+                        None => Ok(Vec::new()),
+                    })
+                    .collect::<Result<Vec<_>>>()
+            };
+            if run.size > 0 {
+                run.staging.unmap();
+            }
+            self.free_staging.push(run.staging);
+            out
+        })
     }
 
     fn write(&mut self, t: TensorId, data: &[u8]) -> Result<()> {

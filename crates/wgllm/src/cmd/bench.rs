@@ -3,9 +3,11 @@
 //!
 //! - `pp P`: from an empty cache, one `Session::eval` of P random valid tokens (processed in
 //!   chunks of at most `--ubatch`).
-//! - `tg N`: from an empty cache, N one-token steps (feed a token, run the one-token graph, read
-//!   its logits), as llama-bench's `tg` does. tg does not depend on `--ubatch`, so it runs once,
-//!   with the first ubatch of the sweep.
+//! - `tg N`: from an empty cache, N one-token steps of greedy decoding as `wgllm run` decodes:
+//!   the first token random, each next one the last step's argmax, fed on the device, with one
+//!   step queued ahead of the one being read (`Session::queue_decode`). llama-bench's `tg` waits
+//!   for every step instead; `--profile` reports such a waited-for step. tg does not depend on
+//!   `--ubatch`, so it runs once, with the first ubatch of the sweep.
 //!
 //! Each tg row also gets a roofline: the weight + KV bytes one token must read at least (weights
 //! read per token, without the token embedding unless it doubles as the output matrix, plus the
@@ -25,7 +27,7 @@ use clap::{Args as ClapArgs, ValueEnum};
 use serde_json::{json, Value};
 use wgllm_core::{Backend, DType, Graph};
 use wgllm_gguf::GgufFile;
-use wgllm_models::{Architecture, Session, SessionConfig};
+use wgllm_models::{Architecture, NextToken, Readback, Session, SessionConfig};
 use wgllm_webgpu::profile::{families, Clock, FamilyTime, Profiling, RunProfile};
 
 use super::backend::{BackendArgs, OpenedBackend};
@@ -257,10 +259,14 @@ fn time_test(s: &mut Session, test: Test, tokens: &mut Tokens) -> Result<f64> {
         Test::Pp(_) => {
             s.eval(&ids)?;
         }
-        Test::Tg(_) => {
-            for &t in &ids {
-                s.eval(&[t])?;
+        Test::Tg(n) => {
+            let mut q = s.queue_decode(NextToken::Id(ids[0]), Readback::Argmax)?;
+            for _ in 1..n {
+                let ahead = s.queue_decode(NextToken::Argmax, Readback::Argmax)?;
+                s.finish_decode(q)?;
+                q = ahead;
             }
+            s.finish_decode(q)?;
         }
     }
     Ok(t0.elapsed().as_secs_f64())
