@@ -402,6 +402,10 @@ fn select_cases(out: &mut Vec<Case>) {
         // Chunked rows whose first value, or a later one, is NaN.
         (DType::F32, [9000, 2, 1, 1], vec![0, 9005], true),
         (DType::F16, [5000, 3, 1, 1], vec![4500], true),
+        // Vocabulary rows; one row past the per-invocation registers of the one-pass kernel.
+        (DType::F32, [128256, 1, 1, 1], vec![], false),
+        (DType::BF16, [49152, 2, 1, 1], vec![49159], true),
+        (DType::F32, [6000, 2, 1, 1], vec![5, 5999], true),
     ];
     for (dtype, ne, nans, tied) in argmax {
         let desc = format!("ARGMAX {dtype} {ne:?} tied={tied} NaN at {nans:?}");
@@ -426,6 +430,16 @@ fn select_cases(out: &mut Vec<Case>) {
         (DType::F32, [9000, 2, 1, 1], 64, vec![17, 9100], true),
         (DType::F16, [5000, 3, 1, 1], 7, vec![], true),
         (DType::BF16, [4200, 2, 1, 1], 1, vec![], true),
+        // Vocabulary rows, several k; ties at the k-th value broken by index in rows past
+        // 65536 values, one with more chunk candidates than the merge keeps in registers; a
+        // last chunk shorter than k; a one-pass row past the per-invocation registers.
+        (DType::F32, [49152, 1, 1, 1], 64, vec![], false),
+        (DType::F16, [49152, 1, 1, 1], 2, vec![], true),
+        (DType::F32, [70000, 2, 1, 1], 64, vec![100, 135600], true),
+        (DType::F32, [270000, 1, 1, 1], 64, vec![7, 269999], true),
+        (DType::F32, [70000, 1, 1, 1], 1, vec![], true),
+        (DType::F32, [8232, 2, 1, 1], 64, vec![], true),
+        (DType::F32, [6000, 2, 1, 1], 64, vec![2500], true),
     ];
     for (dtype, ne, k, nans, tied) in top_k {
         let desc = format!("TOP_K {dtype} {ne:?} k={k} tied={tied} NaN at {nans:?}");
