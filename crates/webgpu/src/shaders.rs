@@ -99,11 +99,13 @@ pub enum Kernel {
     /// `flash_attn_combine.wgsl`: merges split partial results, with or without sinks.
     FlashAttnCombine { sinks: bool, dv: u32 },
     /// `top_k.wgsl`: the `k` largest, or argmax (`k` = 1, NaN lowest), in one pass or in the
-    /// chunks-then-merge stages of long rows.
+    /// chunks-then-merge stages of long rows; `k` = 1 reduces through subgroup operations when
+    /// `subgroups`.
     TopK {
         k: u32,
         argmax: bool,
         stage: TopKStage,
+        subgroups: bool,
     },
     /// `copy.wgsl`: 16-byte words from src0 to dst, `per` per invocation; both bindings are
     /// vec4<u32> (described as i32 words).
@@ -482,9 +484,20 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("DV", dv.to_string()));
             FLASH_ATTN_COMBINE
         }
-        Kernel::TopK { k, argmax, stage } => {
+        Kernel::TopK {
+            k,
+            argmax,
+            stage,
+            subgroups,
+        } => {
             if argmax {
                 flags.push("ARGMAX");
+            }
+            if k > 1 {
+                flags.push("RADIX");
+            }
+            if subgroups {
+                flags.push("SUBGROUP");
             }
             match stage {
                 TopKStage::Whole => {}

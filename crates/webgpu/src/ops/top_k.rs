@@ -1,26 +1,34 @@
-//! Row selections: ggml_argmax and ggml_top_k (`top_k.wgsl`): one workgroup per row, or for
-//! long rows (a vocabulary) one per chunk of `CHUNK` values and then one per row merging the
-//! chunks' candidates.
+//! Row selections: ggml_argmax and ggml_top_k (`top_k.wgsl`: a workgroup reduction for k = 1,
+//! a radix select for larger k): one workgroup per row, or for long rows (a vocabulary) one per
+//! chunk of `CHUNK` values and then one per row merging the chunks' candidates.
 
 use wgllm_core::{DType, Result};
 
 use super::{Ctx, Dispatch, Operand};
 use crate::shaders::{Kernel, PipelineKey, TopKStage, OP_WORDS};
 
-/// Invocations per workgroup.
+/// Invocations per workgroup (the radix select's 256 bins, one each).
 const WG_SELECT: u32 = 256;
-/// Largest k: each invocation keeps its slice's top k in private memory.
+/// Largest k: the selection is gathered in workgroup memory and ranked by one invocation each.
 const MAX_K: u32 = 64;
-/// Values per workgroup of a long row's first stage.
-const CHUNK: u64 = 2048;
+/// Values per workgroup of a long row's first stage: the 16 per invocation that `top_k.wgsl`
+/// keeps in registers (VPL). A merge of up to 64 chunks' candidates (rows up to 262,144 values
+/// for k = 64) keeps them all in registers too.
+const CHUNK: u64 = 16 * WG_SELECT as u64;
 
-fn select_key(src: DType, k: u32, argmax: bool, stage: TopKStage) -> PipelineKey {
+/// `subgroups` matters for k = 1 only (the radix select has no reduction).
+fn select_key(src: DType, k: u32, argmax: bool, stage: TopKStage, subgroups: bool) -> PipelineKey {
     let dtypes = match stage {
         TopKStage::Merge => vec![DType::I32, src, DType::I32],
         _ => vec![src, DType::I32],
     };
     PipelineKey {
-        kernel: Kernel::TopK { k, argmax, stage },
+        kernel: Kernel::TopK {
+            k,
+            argmax,
+            stage,
+            subgroups: subgroups && k == 1,
+        },
         dtypes,
         wg: WG_SELECT,
     }
@@ -38,9 +46,10 @@ fn select(ctx: &Ctx, k: u32, argmax: bool) -> Result<Vec<Dispatch>> {
     }
     let rows = a.layout.nrows();
     let n = a.layout.ne[0];
+    let sg = ctx.caps.subgroups;
     if n <= 2 * CHUNK {
         return Ok(vec![Dispatch {
-            key: select_key(a.dtype, k, argmax, TopKStage::Whole),
+            key: select_key(a.dtype, k, argmax, TopKStage::Whole, sg),
             operands: vec![a, dst],
             op_words: [0; OP_WORDS],
             items: ctx.items(rows)?,
@@ -54,14 +63,14 @@ fn select(ctx: &Ctx, k: u32, argmax: bool) -> Result<Vec<Dispatch>> {
     op[1] = ctx.items(CHUNK)?;
     Ok(vec![
         Dispatch {
-            key: select_key(a.dtype, k, argmax, TopKStage::Chunks),
+            key: select_key(a.dtype, k, argmax, TopKStage::Chunks, sg),
             operands: vec![a.clone(), scratch.clone()],
             op_words: op,
             items: ctx.items(rows)?,
             groups: ctx.grid(rows * chunks, 1)?,
         },
         Dispatch {
-            key: select_key(a.dtype, k, argmax, TopKStage::Merge),
+            key: select_key(a.dtype, k, argmax, TopKStage::Merge, sg),
             operands: vec![scratch, a, dst],
             op_words: op,
             items: ctx.items(rows)?,
@@ -85,10 +94,13 @@ pub(super) fn keys() -> Vec<PipelineKey> {
     let mut keys = Vec::new();
     let stages = [TopKStage::Whole, TopKStage::Chunks, TopKStage::Merge];
     for t in [DType::F32, DType::F16, DType::BF16] {
+        for (stage, sg) in stages.into_iter().flat_map(|s| [(s, false), (s, true)]) {
+            keys.push(select_key(t, 1, true, stage, sg));
+            keys.push(select_key(t, 1, false, stage, sg));
+        }
         for stage in stages {
-            keys.push(select_key(t, 1, true, stage));
-            for k in [1, 5, 40, MAX_K] {
-                keys.push(select_key(t, k, false, stage));
+            for k in [2, 5, 40, MAX_K] {
+                keys.push(select_key(t, k, false, stage, false));
             }
         }
     }
