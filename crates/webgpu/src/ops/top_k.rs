@@ -10,7 +10,7 @@ use crate::shaders::{Kernel, PipelineKey, TopKStage, OP_WORDS};
 /// Invocations per workgroup (the radix select's 256 bins, one each).
 const WG_SELECT: u32 = 256;
 /// Largest k: the selection is gathered in workgroup memory and ranked by one invocation each.
-const MAX_K: u32 = 64;
+const MAX_K: u32 = WG_SELECT;
 /// Values per workgroup of a long row's first stage: the 16 per invocation that `top_k.wgsl`
 /// keeps in registers (VPL). A merge of up to 64 chunks' candidates (rows up to 262,144 values
 /// for k = 64) keeps them all in registers too.
@@ -99,7 +99,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             keys.push(select_key(t, 1, false, stage, sg));
         }
         for stage in stages {
-            for k in [2, 5, 40, MAX_K] {
+            for k in [2, 5, 40, 64, MAX_K] {
                 keys.push(select_key(t, k, false, stage, false));
             }
         }

@@ -440,6 +440,9 @@ fn select_cases(out: &mut Vec<Case>) {
         (DType::F32, [70000, 1, 1, 1], 1, vec![], true),
         (DType::F32, [8232, 2, 1, 1], 64, vec![], true),
         (DType::F32, [6000, 2, 1, 1], 64, vec![2500], true),
+        // The largest k, one pass and chunked.
+        (DType::F32, [1000, 2, 1, 1], 256, vec![3], true),
+        (DType::F32, [50000, 1, 1, 1], 256, vec![], false),
     ];
     for (dtype, ne, k, nans, tied) in top_k {
         let desc = format!("TOP_K {dtype} {ne:?} k={k} tied={tied} NaN at {nans:?}");
