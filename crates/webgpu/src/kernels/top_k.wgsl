@@ -18,8 +18,8 @@
 // count from the top reaches the number still needed records it. Once that whole bin is needed,
 // the selection is every element whose prefix is at or above it: those are appended to
 // workgroup memory, and each invocation of the first K ranks one of them against the others.
-// So the cost is three barriers a pass and a handful of passes (four for distinct values),
-// whatever K.
+// So the cost is four barriers a pass (two in workgroupUniformLoad) and a handful of passes
+// (four for distinct values), whatever K, where K rounds of a workgroup max took K·log2(WG).
 //
 // Long rows (a vocabulary) go in two dispatches, so that many workgroups share the row:
 // CHUNKS: workgroup g = row·C + c (C = op_u(0)) takes elements [c·CH, (c + 1)·CH) (CH = op_u(1))
