@@ -60,6 +60,8 @@ pub struct Capabilities {
     /// The adapter offers cooperative matrices; `cooperative_matrix` says whether we enabled them.
     pub cooperative_matrix_offered: bool,
     pub cooperative_matrix: bool,
+    /// The adapter's cooperative matrix configurations (sizes and operand types).
+    pub cooperative_matrix_configs: Vec<wgpu::CooperativeMatrixProperties>,
     /// The limits the device was created with (the adapter's own).
     pub limits: wgpu::Limits,
     /// [`WebGpuConfig::int8_activations`].
@@ -298,6 +300,7 @@ impl Gpu {
             cooperative_matrix_offered: offered
                 .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
             cooperative_matrix: features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            cooperative_matrix_configs: adapter.cooperative_matrix_properties(),
             int8_activations: config.int8_activations,
             binding_limit: config
                 .max_binding_bytes

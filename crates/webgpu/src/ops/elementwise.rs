@@ -294,6 +294,7 @@ mod tests {
             immediates: false,
             cooperative_matrix_offered: false,
             cooperative_matrix: false,
+            cooperative_matrix_configs: Vec::new(),
             int8_activations: false,
             limits: wgpu::Limits {
                 min_storage_buffer_offset_alignment: storage_align,
