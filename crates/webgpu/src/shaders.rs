@@ -21,6 +21,7 @@ const SET_ROWS: &str = include_str!("kernels/set_rows.wgsl");
 const MUL_MAT: &str = include_str!("kernels/mul_mat.wgsl");
 const MUL_MAT_VEC: &str = include_str!("kernels/mul_mat_vec.wgsl");
 const MUL_MAT_TILED: &str = include_str!("kernels/mul_mat_tiled.wgsl");
+const MUL_MAT_COOP: &str = include_str!("kernels/mul_mat_coop.wgsl");
 const QUANT_UNIT: &str = include_str!("kernels/quant_unit.wgsl");
 const QUANT_PART: &str = include_str!("kernels/quant_part.wgsl");
 const GLU: &str = include_str!("kernels/glu.wgsl");
@@ -73,6 +74,9 @@ pub enum Kernel {
     /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
     /// `MulMatVec`.
     MulMatTiled,
+    /// `mul_mat_coop.wgsl` with `quant_unit.wgsl`: cooperative matrices (f16 operands, f32
+    /// accumulation), 128 × `bn` output tiles, bindings as for `MulMatVec`.
+    MulMatCoop { bn: u32 },
     /// `glu.wgsl`: `dst = EXPR(x, g)`.
     Glu { expr: &'static str },
     /// `norm.wgsl`, one workgroup per row; `mul`: times a weight row (a fused ggml_mul).
@@ -319,11 +323,21 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         return Err(format!("{n} bindings (1..={MAX_BINDINGS} allowed)"));
     }
     let mut head = String::new();
-    let mat_vec = matches!(key.kernel, Kernel::MulMatVec { .. } | Kernel::MulMatTiled);
+    let mat_vec = matches!(
+        key.kernel,
+        Kernel::MulMatVec { .. } | Kernel::MulMatTiled | Kernel::MulMatCoop { .. }
+    );
     let words = matches!(key.kernel, Kernel::Copy { .. });
     // The unit-decoding matmuls read f16 weights as words: they need no SHADER_F16.
     if key.dtypes.contains(&DType::F16) && !mat_vec {
         head.push_str("enable f16;\n\n");
+    }
+    // naga takes every loop counter for non-uniform, so it rejects cooperative matrix
+    // operations inside any loop as non-uniform control flow (a derivative_uniformity
+    // diagnostic); mul_mat_coop.wgsl's loop bounds and branches are uniform per workgroup.
+    if let Kernel::MulMatCoop { .. } = key.kernel {
+        head.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
+        head.push_str("diagnostic(off, derivative_uniformity);\n\n");
     }
     for (k, &dt) in key.dtypes.iter().enumerate() {
         let mut elem = wgsl_elem(dt).ok_or_else(|| format!("no WGSL type for {dt}"))?;
@@ -575,6 +589,14 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             unit_flags(src0, &mut flags);
             MUL_MAT_TILED
         }
+        Kernel::MulMatCoop { bn } => {
+            vars.push(("BN", bn.to_string()));
+            // Accumulators per subgroup along n, and activation vec4s per invocation and step.
+            vars.push(("NF", (bn / 32).to_string()));
+            vars.push(("NX", (bn / 32).to_string()));
+            unit_flags(src0, &mut flags);
+            MUL_MAT_COOP
+        }
     };
     let mut text = head;
     text.push_str(COMMON);
@@ -698,12 +720,19 @@ mod tests {
             let src = source(&key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
             let module = naga::front::wgsl::parse_str(&src)
                 .unwrap_or_else(|e| panic!("{key:?}:\n{}", e.emit_to_string(&src)));
-            naga::valid::Validator::new(
+            let info = naga::valid::Validator::new(
                 naga::valid::ValidationFlags::all(),
                 naga::valid::Capabilities::all(),
             )
             .validate(&module)
             .unwrap_or_else(|e| panic!("{key:?}:\n{}", e.emit_to_string(&src)));
+            // The cooperative-matrix kernels cannot run here (lavapipe has none): their SPIR-V
+            // is at least written, where naga's writer fails on some accepted WGSL (GPU.md).
+            if let Kernel::MulMatCoop { .. } = key.kernel {
+                let opts = naga::back::spv::Options::default();
+                naga::back::spv::write_vec(&module, &info, &opts, None)
+                    .unwrap_or_else(|e| panic!("{key:?}: SPIR-V: {e}"));
+            }
         }
     }
 }

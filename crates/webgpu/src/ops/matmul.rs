@@ -398,19 +398,71 @@ fn tiled_key(a: DType) -> PipelineKey {
     }
 }
 
-/// mul_mat through `mul_mat_tiled.wgsl`: one workgroup per 64 × 64 tile of the result.
+/// Fewest activation columns `mul_mat_coop.wgsl` takes (fewer go to the tiled kernel).
+const COOP_MIN_N: u64 = 16;
+/// Output tiles of 128 × 128 a product needs for the 128-column coop tiles; with fewer,
+/// 128 × 64 tiles keep more workgroups (two per compute unit of a large GPU: an H200 has 132).
+const COOP_WIDE_TILES: u64 = 256;
+
+fn coop_key(a: DType, bn: u32) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::MulMatCoop { bn },
+        dtypes: vec![a, DType::F32, DType::F32],
+        wg: 256,
+    }
+}
+
+/// Workgroup memory of `mul_mat_coop.wgsl` with `bn`-column tiles: two f16 stages of 128
+/// weight rows and `bn` activation columns (rows of 40 halves), and one 16 × 16 f32
+/// accumulator per subgroup for edge tiles.
+fn coop_storage(bn: u32) -> u32 {
+    2 * (128 + bn) * 40 * 2 + 8 * 256 * 4
+}
+
+/// The tile width `mul_mat_coop.wgsl` runs a product of `m` rows, `n` columns and `batches`
+/// into `dst` with, or `None` for the tiled kernel: the device has cooperative matrices enabled
+/// with 16 × 16 × 16 f16 × f16 + f32 among their configurations, f16 and subgroups of exactly
+/// 32 (8 per workgroup), the workgroup memory, and dst's rows are contiguous.
+fn coop_tile(ctx: &Ctx, dst: &Operand, m: u64, n: u64, batches: u64) -> Option<u32> {
+    let c = ctx.caps;
+    let f16_16 = c.cooperative_matrix_configs.iter().any(|p| {
+        use wgpu::CooperativeScalarType as S;
+        (p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type) == (16, 16, 16, S::F16, S::F32)
+    });
+    let ok = c.cooperative_matrix
+        && f16_16
+        && c.shader_f16
+        && c.subgroups
+        && (c.subgroup_min_size, c.subgroup_max_size) == (32, 32)
+        && n >= COOP_MIN_N
+        && dst.layout.nb[0] == 4;
+    let wide = m.div_ceil(128) * n.div_ceil(128) * batches >= COOP_WIDE_TILES;
+    let fits = |bn: u32| coop_storage(bn) <= c.limits.max_compute_workgroup_storage_size;
+    match (ok, wide) {
+        (false, _) => None,
+        (true, true) if fits(128) => Some(128),
+        (true, _) => Some(64).filter(|&bn| fits(bn)),
+    }
+}
+
+/// mul_mat through `mul_mat_tiled.wgsl` (one workgroup per 64 × 64 tile of the result), or
+/// `mul_mat_coop.wgsl` (128 × 64 or 128 × 128) where [`coop_tile`] allows.
 fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
+    let (key, bm, bn) = match coop_tile(ctx, dst, ea[1], eb[1], eb[2] * eb[3]) {
+        Some(bn) => (coop_key(a.dtype, bn), 128, u64::from(bn)),
+        None => (tiled_key(a.dtype), 64, 64),
+    };
     let mut out = Vec::new();
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
         let mut d = dst.clone();
         d.layout.ne[0] = m;
         d.layout.offset += w.first_row * d.layout.nb[0];
-        let (tiles_m, tiles_n) = (m.div_ceil(64), eb[1].div_ceil(64));
+        let (tiles_m, tiles_n) = (m.div_ceil(bm), eb[1].div_ceil(bn));
         let op = product_words(ctx, ea, eb, m, tiles_m)?;
         out.push(Dispatch {
-            key: tiled_key(a.dtype),
+            key: key.clone(),
             operands: vec![w.operand, b.clone(), d],
             op_words: op,
             items: ctx.items(m * eb[1] * eb[2] * eb[3])?,
@@ -448,6 +500,89 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             }
         }
         keys.push(tiled_key(a));
+        keys.extend([64, 128].map(|bn| coop_key(a, bn)));
     }
     keys
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use wgllm_core::{DType, Graph};
+
+    use crate::device::Capabilities;
+    use crate::shaders::Kernel;
+
+    /// A device with cooperative matrices (16 × 16 × 16, f16 × f16 + f32) enabled or not,
+    /// subgroups of `sg` and `wg_bytes` of workgroup memory.
+    fn caps(coop: bool, sg: u32, wg_bytes: u32) -> Capabilities {
+        let f16_16 = wgpu::CooperativeMatrixProperties {
+            m_size: 16,
+            n_size: 16,
+            k_size: 16,
+            ab_type: wgpu::CooperativeScalarType::F16,
+            cr_type: wgpu::CooperativeScalarType::F32,
+            saturating_accumulation: false,
+        };
+        Capabilities {
+            shader_f16: true,
+            subgroups: true,
+            subgroup_min_size: sg,
+            subgroup_max_size: sg,
+            timestamp_query: false,
+            timestamp_query_inside_passes: false,
+            immediates: false,
+            cooperative_matrix_offered: true,
+            cooperative_matrix: coop,
+            cooperative_matrix_configs: vec![f16_16],
+            int8_activations: false,
+            limits: wgpu::Limits {
+                max_compute_workgroup_storage_size: wg_bytes,
+                ..wgpu::Limits::default()
+            },
+            binding_limit: 1 << 27,
+        }
+    }
+
+    /// The kernel and the workgroup count of q4_0 [64, m] × f32 [64, n, batches].
+    fn planned(caps: &Capabilities, m: u64, n: u64, batches: u64) -> (Kernel, u32) {
+        let mut g = Graph::new();
+        let bytes = Bytes::from(vec![0u8; m as usize * 36]);
+        let w = g.weight("w", DType::Q4_0, [64, m, 1, 1], bytes).unwrap();
+        let x = g.input("x", DType::F32, [64, n, batches, 1]).unwrap();
+        let r = g.mul_mat(w, x).unwrap();
+        let d = super::super::plan_node(&g, r, caps).unwrap();
+        (d[0].key.kernel, d[0].groups.iter().product())
+    }
+
+    #[test]
+    fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
+        let on = caps(true, 32, 49152);
+        // 2 tiles of 128 × 64; with 2 × 2 × 64 tiles of 128 × 128, the wide ones.
+        assert_eq!(planned(&on, 200, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 2));
+        assert_eq!(
+            planned(&on, 130, 130, 64),
+            (Kernel::MulMatCoop { bn: 128 }, 256)
+        );
+        // Up to 8 columns the mat-vec, then the tiled kernel up to 15.
+        assert!(matches!(
+            planned(&on, 200, 8, 1).0,
+            Kernel::MulMatVec { .. }
+        ));
+        assert_eq!(planned(&on, 200, 15, 1), (Kernel::MulMatTiled, 4));
+        // Not enabled, other subgroup sizes, or too little workgroup memory for either tile.
+        for c in [
+            caps(false, 32, 49152),
+            caps(true, 64, 49152),
+            caps(true, 32, 32768),
+        ] {
+            assert_eq!(planned(&c, 200, 33, 1), (Kernel::MulMatTiled, 4));
+        }
+        // Memory for the 128 × 64 tiles only.
+        let narrow = caps(true, 32, 40960);
+        assert_eq!(
+            planned(&narrow, 130, 130, 64),
+            (Kernel::MulMatCoop { bn: 64 }, 2 * 3 * 64)
+        );
+    }
 }
