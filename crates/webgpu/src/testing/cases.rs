@@ -39,6 +39,9 @@ pub(super) const EXACT: f64 = 0.0;
 pub(super) const F16_OUT: f64 = 1e-6;
 pub(super) const F32_MATH: f64 = 1e-10;
 pub(super) const MATMUL: f64 = 1e-9;
+/// Products of 16 or more activation columns, which run on f16 operands (rounded weights and
+/// activations, f32 sums) where cooperative matrices are enabled: ~7e-8 for random values.
+pub(super) const MATMUL_F16: f64 = 1e-6;
 pub(super) fn case(
     op: &'static str,
     name: String,
@@ -606,7 +609,8 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
         ];
         for (k, m, n, wa, wb) in shapes {
             let name = format!("MUL_MAT {wt} x f32 k={k} m={m} n={n} batch {wa:?} x {wb:?}");
-            out.push(case("MUL_MAT", name, MATMUL, move |g, rng| {
+            let tol = if n >= 16 { MATMUL_F16 } else { MATMUL };
+            out.push(case("MUL_MAT", name, tol, move |g, rng| {
                 let mut b = Built::default();
                 let a = weight(g, rng, wt, [k, m, wa[0], wa[1]])?;
                 let x = input(g, rng, &mut b, DType::F32, [k, n, wb[0], wb[1]], -1.0, 1.0)?;
@@ -616,6 +620,7 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
             }));
         }
     }
+    prefill_cases(out);
     // Activations the int8 rounding of the mat-vec's int8 path (WebGpuConfig::int8_activations)
     // keeps exact (multiples of 1/128, each 4 values reaching ±127/128), so its decoders are
     // held to the f32 tolerance there too: an error in a weight's small offset (q4_1's m) would
@@ -708,6 +713,48 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
             Ok(b)
         },
     ));
+}
+
+/// Prefill-shaped products (16 to 100 activation columns) of every weight dtype: the
+/// cooperative-matrix kernel's 128-row tiles where the device has it (edge tiles in m and n,
+/// whole tiles stored directly, broadcast batches, an odd number of 32-deep steps), the tiled
+/// kernel elsewhere; and enough 128 × 128 tiles (through batches) for its wider variant.
+fn prefill_cases(out: &mut Vec<Case>) {
+    let weights = [DType::F32, DType::F16, DType::BF16]
+        .into_iter()
+        .chain(QUANTS);
+    for wt in weights {
+        let k = match wt.block_size() {
+            256 => 256,
+            _ => 96,
+        };
+        let shapes = [
+            (k, 200, 16, [1, 1], [1, 1]),
+            (k, 45, 33, [1, 1], [1, 1]),
+            (k, 256, 64, [1, 1], [1, 1]),
+            (k, 130, 100, [2, 1], [2, 3]),
+        ];
+        for (k, m, n, wa, wb) in shapes {
+            out.push(mat_case(wt, [k, m, n], wa, wb));
+        }
+    }
+    for wt in [DType::F16, DType::Q4_0] {
+        out.push(mat_case(wt, [64, 130, 130], [1, 1], [8, 8]));
+    }
+}
+
+/// `w [k, m, wa] × x [k, n, wb]` with random weights of `wt` and activations, at the f16
+/// operand tolerance.
+fn mat_case(wt: DType, [k, m, n]: [u64; 3], wa: [u64; 2], wb: [u64; 2]) -> Case {
+    let name = format!("MUL_MAT {wt} x f32 k={k} m={m} n={n} batch {wa:?} x {wb:?} (prefill)");
+    case("MUL_MAT", name, MATMUL_F16, move |g, rng| {
+        let mut b = Built::default();
+        let a = weight(g, rng, wt, [k, m, wa[0], wa[1]])?;
+        let x = input(g, rng, &mut b, DType::F32, [k, n, wb[0], wb[1]], -1.0, 1.0)?;
+        let r = g.mul_mat(a, x)?;
+        g.mark_output(r)?;
+        Ok(b)
+    })
 }
 
 /// Every case of the op table.
