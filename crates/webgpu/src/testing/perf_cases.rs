@@ -65,6 +65,15 @@ pub fn large_cases() -> Vec<LargeCase> {
             check: false,
         });
     }
+    // Prefill of Llama 3.1 8B's q4_0 and q4_K layers (512 tokens): the weights decoded per tile.
+    for wt in [DType::Q4_0, DType::Q4_K] {
+        for (k, m) in [(4096, 4096), (4096, 14336)] {
+            out.push(LargeCase {
+                case: mat_case(wt, k, m, 512),
+                check: false,
+            });
+        }
+    }
     // What one dispatch costs when a chain of them depends each on the last (a decode step is
     // ~400 such): 400 one-element scales, 400 RMS norms times a weight (one fused kernel) of
     // Llama 8B's width, and 400 SmolLM2-sized mat-vecs (576 x 576 q4_1).
