@@ -32,6 +32,11 @@ pub struct BackendArgs {
     /// as llama.cpp's CUDA backend does; greedy output can then differ from f32's.
     #[arg(long)]
     pub int8_activations: bool,
+    /// Enable wgpu's experimental features where the adapter offers them: today cooperative
+    /// matrices (tensor cores), which prefill's matrix products then run on (f16 operands, f32
+    /// sums). wgpu marks these APIs experimental and their use unsafe: off by default.
+    #[arg(long)]
+    pub experimental: bool,
 }
 
 impl BackendArgs {
@@ -52,6 +57,7 @@ impl BackendArgs {
                 wgllm_webgpu::ShaderChecks::Checked
             },
             int8_activations: self.int8_activations,
+            experimental_features: self.experimental,
             ..WebGpuConfig::default()
         }
     }
