@@ -31,6 +31,7 @@ const ROPE: &str = include_str!("kernels/rope.wgsl");
 const FLASH_ATTN: &str = include_str!("kernels/flash_attn.wgsl");
 const FLASH_ATTN_KV: &str = include_str!("kernels/flash_attn_kv.wgsl");
 const FLASH_ATTN_COMBINE: &str = include_str!("kernels/flash_attn_combine.wgsl");
+const FLASH_ATTN_VEC: &str = include_str!("kernels/flash_attn_vec.wgsl");
 const TOP_K: &str = include_str!("kernels/top_k.wgsl");
 const WG_REDUCE: &str = include_str!("kernels/wg_reduce.wgsl");
 const COPY: &str = include_str!("kernels/copy.wgsl");
@@ -46,6 +47,9 @@ pub(crate) const OP_WORD: usize = 12 * MAX_BINDINGS;
 pub(crate) const OP_WORDS: usize = 12;
 /// Word holding the number of work items.
 pub(crate) const ITEMS_WORD: usize = OP_WORD + OP_WORDS;
+/// Output columns per workgroup of `flash_attn_combine.wgsl`, and the most splits it merges.
+pub(crate) const COMBINE_COLS: u32 = 32;
+pub(crate) const COMBINE_MAX_SPLITS: u32 = 512;
 
 /// A kernel family and the variant fields that change its source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -102,6 +106,19 @@ pub enum Kernel {
     },
     /// `flash_attn_combine.wgsl`: merges split partial results, with or without sinks.
     FlashAttnCombine { sinks: bool, dv: u32 },
+    /// `flash_attn_vec.wgsl`, decode attention: one workgroup per query row and group of
+    /// `heads` query heads of one K/V head (per split of the keys when `split`), octet score
+    /// sums through subgroup shuffles when `subgroups`; f32/f16/bf16 K/V are bound as
+    /// vec4<u32> words.
+    FlashAttnVec {
+        mask: bool,
+        sinks: bool,
+        d: u32,
+        dv: u32,
+        heads: u32,
+        split: bool,
+        subgroups: bool,
+    },
     /// `top_k.wgsl`: the `k` largest, or argmax (`k` = 1, NaN lowest), in one pass or in the
     /// chunks-then-merge stages of long rows; `k` = 1 reduces through subgroup operations when
     /// `subgroups`.
@@ -362,7 +379,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         if mat_vec && k == 1 {
             elem = "vec4<f32>";
         }
-        if words {
+        if words || wide_kv(&key.kernel, k, dt) {
             elem = "vec4<u32>";
         }
         // set_rows writes blocks that share words with their neighbours (see set_rows.wgsl).
@@ -386,7 +403,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         }
     );
     for (k, &dt) in key.dtypes[..n - 1].iter().enumerate() {
-        if (mat_vec && (k < 2 || multi_vec)) || words {
+        if (mat_vec && (k < 2 || multi_vec)) || words || wide_kv(&key.kernel, k, dt) {
             continue;
         }
         if let Some(l) = loader(&binding_name(k, n), dt) {
@@ -488,7 +505,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("D", d.to_string()));
             vars.push(("DV", dv.to_string()));
             vars.push(("DVP", dv.div_ceil(key.wg).to_string()));
-            readers = flash_attn_readers(&key.dtypes)?;
+            readers = flash_attn_readers(&key.dtypes, false)?;
             FLASH_ATTN
         }
         Kernel::FlashAttnCombine { sinks, dv } => {
@@ -496,7 +513,48 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                 flags.push("SINKS");
             }
             vars.push(("DV", dv.to_string()));
+            vars.push(("COLS", COMBINE_COLS.to_string()));
+            vars.push(("MAX_SPLITS", COMBINE_MAX_SPLITS.to_string()));
             FLASH_ATTN_COMBINE
+        }
+        Kernel::FlashAttnVec {
+            mask,
+            sinks,
+            d,
+            dv,
+            heads,
+            split,
+            subgroups,
+        } => {
+            for (on, flag) in [
+                (mask, "MASK"),
+                (sinks, "SINKS"),
+                (split, "SPLIT"),
+                (subgroups, "SUBGROUP"),
+            ] {
+                if on {
+                    flags.push(flag);
+                }
+            }
+            if ![d, dv, key.wg].iter().all(|x| x.is_multiple_of(8)) {
+                let wg = key.wg;
+                return Err(format!("flash_attn_vec: d = {d}, dv = {dv}, wg = {wg}"));
+            }
+            // Octets, keys per octet and step (KB in the kernel); the octet sums go through
+            // workgroup memory without subgroups.
+            let (octets, kb) = (key.wg / 8, 4);
+            let sums = if subgroups { 0 } else { key.wg * kb * heads };
+            vars.push(("D", d.to_string()));
+            vars.push(("DV", dv.to_string()));
+            vars.push(("GQ", heads.to_string()));
+            vars.push(("KB", kb.to_string()));
+            vars.push(("QV4", (heads * d / 4).to_string()));
+            vars.push(("RED", (octets * dv).max(sums).to_string()));
+            vars.push(("NGQ", (octets * heads).to_string()));
+            vars.push(("NPK", (d / 8).div_ceil(8).to_string()));
+            vars.push(("NPV", (dv / 8).div_ceil(8).to_string()));
+            readers = flash_attn_readers(&key.dtypes, true)?;
+            FLASH_ATTN_VEC
         }
         Kernel::TopK {
             k,
@@ -613,7 +671,10 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     }
     if matches!(
         key.kernel,
-        Kernel::Norm { .. } | Kernel::SoftMax { .. } | Kernel::Family(Family::Reduce(_))
+        Kernel::Norm { .. }
+            | Kernel::SoftMax { .. }
+            | Kernel::Family(Family::Reduce(_))
+            | Kernel::FlashAttnCombine { .. }
     ) {
         text.push_str(WG_REDUCE);
     }
@@ -658,24 +719,36 @@ fn unit_flag(dtype: DType) -> &'static str {
     }
 }
 
-/// The K (src1) and V (src2) row readers `flash_attn.wgsl` calls, from
-/// `flash_attn_kv.wgsl` specialized for each one's dtype.
-fn flash_attn_readers(dtypes: &[DType]) -> Result<String, String> {
+/// Whether binding `k` of a `flash_attn_vec.wgsl` variant is a float K/V read as vec4<u32>.
+fn wide_kv(kernel: &Kernel, k: usize, dtype: DType) -> bool {
+    matches!(kernel, Kernel::FlashAttnVec { .. })
+        && (k == 1 || k == 2)
+        && matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// The K (src1) and V (src2) row readers `flash_attn.wgsl` calls (`flash_attn_vec.wgsl`'s part
+/// readers when `vec`), from `flash_attn_kv.wgsl` specialized for each one's dtype.
+fn flash_attn_readers(dtypes: &[DType], vec: bool) -> Result<String, String> {
     let mut out = String::new();
     for (name, k) in [("k", 1usize), ("v", 2)] {
         let dtype = *dtypes.get(k).ok_or("flash_attn needs K and V bindings")?;
-        let flags: &[&str] = match dtype {
-            DType::F32 | DType::F16 | DType::BF16 => &[],
-            DType::Q8_0 => &["BLOCKS", "Q8_0"],
-            DType::Q4_0 => &["BLOCKS"],
+        let mut flags = match dtype {
+            DType::F32 => vec!["F32"],
+            DType::F16 => vec!["F16"],
+            DType::BF16 => vec!["BF16"],
+            DType::Q8_0 => vec!["BLOCKS", "Q8_0"],
+            DType::Q4_0 => vec!["BLOCKS"],
             d => return Err(format!("flash_attn has no {d} K/V reader")),
         };
+        if vec {
+            flags.push("VEC");
+        }
         let vars = [
             ("KV", name.to_string()),
             ("SRC", format!("src{k}")),
             ("BINDING", k.to_string()),
         ];
-        out.push_str(&specialize(FLASH_ATTN_KV, flags, &vars)?);
+        out.push_str(&specialize(FLASH_ATTN_KV, &flags, &vars)?);
     }
     Ok(out)
 }

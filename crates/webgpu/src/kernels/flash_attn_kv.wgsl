@@ -1,6 +1,7 @@
-// A K or V row reader for `flash_attn.wgsl`, instantiated by `shaders.rs` as `k_*` over src1 and
-// `v_*` over src2: BLOCKS with Q8_0 for q8_0, BLOCKS alone for q4_0, neither for f32, f16 and
-// bf16 (through the generated `load_srcN`).
+// A K or V row reader for `flash_attn.wgsl` and `flash_attn_vec.wgsl` (VEC), instantiated by
+// `shaders.rs` as `k_*` over src1 and `v_*` over src2: BLOCKS with Q8_0 for q8_0, BLOCKS alone
+// for q4_0, neither for f32, f16 and bf16 (through the generated `load_srcN`; with VEC their
+// binding is vec4<u32> words, and F32, F16 or BF16 says how to decode them).
 // `row` is the row's first element in the binding, or its first byte for block formats
 // (ggml-common.h: q8_0 { f16 d; i8 qs[32]; }, q4_0 { f16 d; u8 qs[16]; }).
 
@@ -28,7 +29,46 @@ fn {{KV}}_q(blk: u32, j: u32) -> f32 {
     return f32(({{KV}}_byte(blk + 2u + (j & 15u)) >> ((j >> 4u) * 4u)) & 15u) - 8.0;
 }
 #endif
+#endif
 
+#if VEC
+#if BLOCKS
+// Part p (values 8p .. 8p + 7) of the row.
+fn {{KV}}_part(row: u32, p: u32) -> Part {
+    let blk = row + (p >> 2u) * {{KV}}_BLOCK_BYTES;
+    let d = {{KV}}_scale(blk);
+    let j = (p & 3u) * 8u;
+    return Part(
+        d * vec4<f32>({{KV}}_q(blk, j), {{KV}}_q(blk, j + 1u), {{KV}}_q(blk, j + 2u),
+            {{KV}}_q(blk, j + 3u)),
+        d * vec4<f32>({{KV}}_q(blk, j + 4u), {{KV}}_q(blk, j + 5u), {{KV}}_q(blk, j + 6u),
+            {{KV}}_q(blk, j + 7u)));
+}
+#endif
+#if F32
+// Part p (values 8p .. 8p + 7) of a row that starts on a whole vec4 (the planner checks).
+fn {{KV}}_part(row: u32, p: u32) -> Part {
+    let i = (row >> 2u) + 2u * p;
+    return Part(bitcast<vec4<f32>>({{SRC}}[i]), bitcast<vec4<f32>>({{SRC}}[i + 1u]));
+}
+#endif
+#if F16
+fn {{KV}}_part(row: u32, p: u32) -> Part {
+    let w = {{SRC}}[(row >> 3u) + p];
+    return Part(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
+        vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
+}
+#endif
+#if BF16
+fn {{KV}}_part(row: u32, p: u32) -> Part {
+    let w = {{SRC}}[(row >> 3u) + p];
+    let lo = bitcast<vec4<f32>>(w << vec4<u32>(16u));
+    let hi = bitcast<vec4<f32>>(w & vec4<u32>(0xffff0000u));
+    return Part(vec4<f32>(lo.x, hi.x, lo.y, hi.y), vec4<f32>(lo.z, hi.z, lo.w, hi.w));
+}
+#endif
+#else
+#if BLOCKS
 // Value j of the row.
 fn {{KV}}_at(row: u32, j: u32) -> f32 {
     let blk = row + (j >> 5u) * {{KV}}_BLOCK_BYTES;
@@ -72,4 +112,5 @@ fn {{KV}}_dot(row: u32) -> f32 {
     }
     return s;
 }
+#endif
 #endif

@@ -1,19 +1,38 @@
-//! Fused attention: ggml_flash_attn_ext (`flash_attn.wgsl`, K/V readers in
-//! `flash_attn_kv.wgsl`).
+//! Fused attention: ggml_flash_attn_ext. Few query rows (decode) run `flash_attn_vec.wgsl`, the
+//! query heads of one K/V head together and the keys cut into splits merged by
+//! `flash_attn_combine.wgsl`; many rows (prefill), and heads the vec kernel does not take, run
+//! `flash_attn.wgsl`. K/V readers in `flash_attn_kv.wgsl`.
 
 use wgllm_core::{DType, Result};
 
 use super::{words, Ctx, Dispatch, Operand};
-use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
+use crate::shaders::{Kernel, PipelineKey, COMBINE_COLS, COMBINE_MAX_SPLITS, OP_WORDS};
 
-/// Invocations per workgroup, and keys per tile.
+/// Invocations per workgroup, and keys per tile, of `flash_attn.wgsl`.
 const WG_ATTN: u32 = 64;
+/// Invocations per workgroup of `flash_attn_vec.wgsl` (16 octets) and the keys they take a
+/// step (4 per octet).
+const WG_VEC: u32 = 128;
+const VEC_STEP: u64 = 64;
+/// Invocations per workgroup of `flash_attn_combine.wgsl`.
+const WG_COMBINE: u32 = 256;
+/// Query rows up to which the vec kernel runs.
+const VEC_MAX_Q: u64 = 8;
+/// Largest head size of the vec kernel, and most output values (heads · dv) a workgroup keeps
+/// (each lane holds heads · dv / 64 of them in registers).
+const VEC_MAX_HEAD: u64 = 256;
+const VEC_MAX_OUT: u64 = 1024;
+/// Most query heads a vec workgroup takes.
+const VEC_MAX_HEADS: u64 = 8;
+/// Steps of keys a vec split takes at least, so its fixed costs (loading q, merging octets,
+/// writing its partial result) stay small beside its K/V reads.
+const VEC_MIN_STEPS: u64 = 2;
 /// Workgroups a split attention aims for: enough to fill a large GPU several times over.
 const SPLIT_TARGET_GROUPS: u64 = 1024;
 /// Largest K/V head size: q sits in workgroup memory (4 KiB at 1024) and each invocation keeps
 /// `dv / 64` accumulators.
 const MAX_HEAD: u64 = 1024;
-/// K/V dtypes the kernel reads.
+/// K/V dtypes the kernels read.
 const KV: [DType; 5] = [
     DType::F32,
     DType::F16,
@@ -39,19 +58,86 @@ fn flash_attn_key(
             dv,
             split,
         },
-        dtypes: vec![
-            DType::F32,
-            k,
-            v,
-            mask.unwrap_or(DType::F32),
-            DType::F32,
-            DType::F32,
-        ],
+        dtypes: attn_dtypes(k, v, mask),
         wg: WG_ATTN,
     }
 }
 
-/// ggml_flash_attn_ext: `srcs = [q, k, v, mask?, sinks?]`, one workgroup per query row and head.
+fn attn_dtypes(k: DType, v: DType, mask: Option<DType>) -> Vec<DType> {
+    vec![
+        DType::F32,
+        k,
+        v,
+        mask.unwrap_or(DType::F32),
+        DType::F32,
+        DType::F32,
+    ]
+}
+
+/// The vec kernel's variant: `heads` query heads per workgroup; (split, subgroups).
+#[allow(clippy::too_many_arguments)]
+fn vec_key(
+    k: DType,
+    v: DType,
+    mask: Option<DType>,
+    sinks: bool,
+    (d, dv): (u32, u32),
+    heads: u32,
+    (split, subgroups): (bool, bool),
+) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::FlashAttnVec {
+            mask: mask.is_some(),
+            sinks: sinks && !split,
+            d,
+            dv,
+            heads,
+            split,
+            subgroups,
+        },
+        dtypes: attn_dtypes(k, v, mask),
+        wg: WG_VEC,
+    }
+}
+
+fn combine_key(sinks: bool, dv: u32) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::FlashAttnCombine { sinks, dv },
+        dtypes: vec![DType::F32; 3],
+        wg: WG_COMBINE,
+    }
+}
+
+/// Whether the vec kernel can read `o` (a K or V view of head size `n`): float rows are read
+/// as 16-byte words, so each must start on one and be whole ones; block rows are read by byte.
+fn vec_reads(ctx: &Ctx, o: &Operand, n: u64) -> bool {
+    let l = &o.layout;
+    let align16 = |x: u64| x.is_multiple_of(16);
+    let words = match o.dtype {
+        DType::F32 | DType::F16 | DType::BF16 => {
+            let size = o.dtype.type_size() as u64;
+            l.nb[0] == size
+                && align16(n * size)
+                && align16(l.offset)
+                && (1..4).all(|d| l.ne[d] == 1 || align16(l.nb[d]))
+                && align16(u64::from(
+                    ctx.caps.limits.min_storage_buffer_offset_alignment,
+                ))
+        }
+        _ => true,
+    };
+    words && n.is_multiple_of(8) && n <= VEC_MAX_HEAD
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// ggml_flash_attn_ext: `srcs = [q, k, v, mask?, sinks?]`.
 pub(super) fn flash_attn_ext(
     ctx: &Ctx,
     scale: f32,
@@ -92,19 +178,52 @@ pub(super) fn flash_attn_ext(
     } else {
         scale
     };
+    let (rk, rv) = (
+        n_head / k.layout.ne[2].max(1),
+        n_head / v.layout.ne[2].max(1),
+    );
     let mut op = words(&[scale, max_bias, m0, m1, 0.0, softcap]);
     op[4] = ctx.items(n_head_log2)?;
-    op[6] = ctx.items(n_head / k.layout.ne[2].max(1))?;
-    op[7] = ctx.items(n_head / v.layout.ne[2].max(1))?;
-    let rows = q.layout.ne[1] * n_head * q.layout.ne[3];
+    op[6] = ctx.items(rk)?;
+    op[7] = ctx.items(rv)?;
+    let n_rows = q.layout.ne[1] * q.layout.ne[3];
     let n_kv = k.layout.ne[1];
-    let tiles = n_kv.div_ceil(u64::from(WG_ATTN));
-    // Few rows with many keys (decode): cut the keys into splits of whole tiles.
-    let want = (SPLIT_TARGET_GROUPS / rows.max(1)).min(tiles);
     let mask_dtype = mask.as_ref().map(|m| m.dtype);
+    let vec = q.layout.ne[1] <= VEC_MAX_Q && vec_reads(ctx, &k, d) && vec_reads(ctx, &v, dv);
+    // Query heads per workgroup: the most that share a K head and a V head.
+    let r = gcd(rk, rv).max(1);
+    let heads = (1..=VEC_MAX_HEADS)
+        .rev()
+        .find(|&g| r.is_multiple_of(g) && n_head.is_multiple_of(g) && g * dv <= VEC_MAX_OUT)
+        .unwrap_or(1);
+    let (groups, step) = match vec {
+        true => (n_rows * n_head / heads, VEC_STEP),
+        false => (n_rows * n_head, u64::from(WG_ATTN)),
+    };
+    // Few rows with many keys (decode): cut the keys into splits of whole steps.
+    let steps = n_kv.div_ceil(step);
+    let min_steps = if vec { VEC_MIN_STEPS } else { 1 };
+    let want = (SPLIT_TARGET_GROUPS / groups.max(1))
+        .min(steps / min_steps)
+        .min(u64::from(COMBINE_MAX_SPLITS));
     let (d, dv) = (ctx.items(d)?, ctx.items(dv)?);
+    let heads_u = ctx.items(heads)?;
+    let sg = ctx.caps.subgroups
+        && ctx.caps.subgroup_min_size >= 8
+        && ctx.caps.subgroup_max_size <= WG_VEC;
     if want < 2 {
-        let key = flash_attn_key(k.dtype, v.dtype, mask_dtype, sinks.is_some(), d, dv, false);
+        let key = match vec {
+            true => vec_key(
+                k.dtype,
+                v.dtype,
+                mask_dtype,
+                sinks.is_some(),
+                (d, dv),
+                heads_u,
+                (false, sg),
+            ),
+            false => flash_attn_key(k.dtype, v.dtype, mask_dtype, sinks.is_some(), d, dv, false),
+        };
         let operands = vec![
             q.clone(),
             k,
@@ -117,17 +236,30 @@ pub(super) fn flash_attn_ext(
             key,
             operands,
             op_words: op,
-            items: ctx.items(rows)?,
-            groups: ctx.grid(rows, 1)?,
+            items: ctx.items(groups)?,
+            groups: ctx.grid(groups, 1)?,
         }]);
     }
-    let per = tiles.div_ceil(want) * u64::from(WG_ATTN);
+    let per = steps.div_ceil(want) * step;
     let splits = n_kv.div_ceil(per);
     op[8] = ctx.items(per)?;
     op[9] = ctx.items(splits)?;
+    let rows = n_rows * n_head;
     let scratch = Operand::scratch(DType::F32, rows * splits * (u64::from(dv) + 2))?;
+    let key = match vec {
+        true => vec_key(
+            k.dtype,
+            v.dtype,
+            mask_dtype,
+            false,
+            (d, dv),
+            heads_u,
+            (true, sg),
+        ),
+        false => flash_attn_key(k.dtype, v.dtype, mask_dtype, false, d, dv, true),
+    };
     let partials = Dispatch {
-        key: flash_attn_key(k.dtype, v.dtype, mask_dtype, false, d, dv, true),
+        key,
         operands: vec![
             q.clone(),
             k,
@@ -137,29 +269,22 @@ pub(super) fn flash_attn_ext(
             scratch.clone(),
         ],
         op_words: op,
-        items: ctx.items(rows)?,
-        groups: ctx.grid(rows * splits, 1)?,
+        items: ctx.items(groups)?,
+        groups: ctx.grid(groups * splits, 1)?,
     };
     let mut cop = [0u32; OP_WORDS];
     cop[0] = ctx.items(n_head)?;
     cop[1] = ctx.items(q.layout.ne[1])?;
     cop[2] = ctx.items(splits)?;
+    let chunks = u64::from(dv.div_ceil(COMBINE_COLS));
     let combine = Dispatch {
         key: combine_key(sinks.is_some(), dv),
         operands: vec![scratch, sinks.unwrap_or_else(|| Operand::absent(0)), dst],
         op_words: cop,
         items: ctx.items(rows)?,
-        groups: ctx.grid(rows, 1)?,
+        groups: ctx.grid(rows * chunks, 1)?,
     };
     Ok(vec![partials, combine])
-}
-
-fn combine_key(sinks: bool, dv: u32) -> PipelineKey {
-    PipelineKey {
-        kernel: Kernel::FlashAttnCombine { sinks, dv },
-        dtypes: vec![DType::F32; 3],
-        wg: WG_ATTN,
-    }
 }
 
 #[cfg(test)]
@@ -169,6 +294,11 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         for v in KV {
             keys.push(flash_attn_key(k, v, Some(DType::F16), false, 64, 64, false));
             keys.push(flash_attn_key(k, v, Some(DType::F16), false, 64, 64, true));
+            for sg in [false, true] {
+                let d = (64, 64);
+                keys.push(vec_key(k, v, Some(DType::F16), true, d, 4, (false, sg)));
+                keys.push(vec_key(k, v, Some(DType::F16), false, d, 8, (true, sg)));
+            }
         }
     }
     for mask in [None, Some(DType::F32)] {
@@ -193,6 +323,19 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                     true,
                 ));
                 keys.push(combine_key(sinks, dv));
+            }
+            for (d, dv, heads) in [(40, 40, 7), (128, 128, 8), (256, 256, 4), (192, 128, 1)] {
+                for split in [false, true] {
+                    keys.push(vec_key(
+                        DType::F16,
+                        DType::BF16,
+                        mask,
+                        sinks,
+                        (d, dv),
+                        heads,
+                        (split, true),
+                    ));
+                }
             }
         }
     }

@@ -1,8 +1,9 @@
 //! Op-table cases of flash attention and the row selections (argmax, top_k).
 //!
 //! Attention reads K/V as a view of a cache `[d·n_head_kv, n_ctx, batch]` one row in (a strided,
-//! offset view, as a model's KV cache), with decode (n_q = 1) and prefill (7, 33) shapes, GQA,
-//! masks with -inf (causal, random, a fully masked row), sinks, logit softcap and ALiBi.
+//! offset view, as a model's KV cache), with decode (n_q = 1, 2, 8: the vec kernel, GQA 1:1 to
+//! 8:1, key counts off its 64-key steps) and prefill (7, 33) shapes, masks with -inf (causal,
+//! random, runs, a sliding window, a fully masked row), sinks, logit softcap and ALiBi.
 //!
 //! Tolerance: the CPU reference decodes the same f16/bf16/q8_0/q4_0 bytes to the same f32 values,
 //! so every K/V dtype is plain f32 math on both sides; what differs is the summation order of the
@@ -26,6 +27,11 @@ enum Mask {
     /// A KV cache filled up to position p = n_kv / 8 + i: later keys are -inf (whole splits of
     /// a split-K decode see no key).
     Prefix,
+    /// Runs of -inf: keys j with (j / 37) % 3 == 1 hidden (runs across the decode kernel's
+    /// octets and steps), the others causal.
+    Runs,
+    /// A sliding window of 100 keys ending at the query's causal position.
+    Window,
 }
 
 /// One attention case.
@@ -108,6 +114,8 @@ fn mask(
                     Mask::Causal => j + s.n_q > s.n_kv + i,
                     Mask::Random => rng.below(4) == 0,
                     Mask::Prefix => j > s.n_kv / 8 + i,
+                    Mask::Runs => (j / 37) % 3 == 1 || j + s.n_q > s.n_kv + i,
+                    Mask::Window => j + s.n_q > s.n_kv + i || j + s.n_q + 100 <= s.n_kv + i,
                 };
                 vals.push(if hidden || (dead_row && i == 0) {
                     f32::NEG_INFINITY
@@ -137,7 +145,83 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
     let random16 = Some((DType::F16, Mask::Random, false));
     let random16_dead = Some((DType::F16, Mask::Random, true));
     let prefix16 = Some((DType::F16, Mask::Prefix, false));
+    let runs16 = Some((DType::F16, Mask::Runs, false));
+    let runs32_dead = Some((DType::F32, Mask::Runs, true));
+    let window16 = Some((DType::F16, Mask::Window, false));
     let specs = [
+        // Decode as GQA models run it: the query heads of a K/V head in one workgroup.
+        Spec {
+            d: 128,
+            dv: 128,
+            n_kv: 1000,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::F16,
+            mask: runs16,
+            scale: 0.088,
+            ..BASE
+        },
+        Spec {
+            n_kv: 333,
+            n_head: 16,
+            n_head_kv: 2,
+            kv: DType::BF16,
+            mask: prefix16,
+            ..BASE
+        },
+        Spec {
+            n_q: 2,
+            n_kv: 515,
+            n_head: 8,
+            n_head_kv: 1,
+            batch: 2,
+            kv: DType::F16,
+            mask: window16,
+            sinks: true,
+            ..BASE
+        },
+        Spec {
+            n_q: 2,
+            n_kv: 130,
+            n_head: 8,
+            n_head_kv: 2,
+            mask: runs32_dead,
+            m2: 8,
+            max_bias: 8.0,
+            sinks: true,
+            ..BASE
+        },
+        Spec {
+            d: 128,
+            dv: 128,
+            n_kv: 700,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::Q4_0,
+            mask: runs16,
+            softcap: 30.0,
+            ..BASE
+        },
+        Spec {
+            n_q: 8,
+            n_kv: 300,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::Q8_0,
+            mask: causal16,
+            ..BASE
+        },
+        // Rows that are not whole 16-byte words: the tiled kernel's split path.
+        Spec {
+            d: 36,
+            dv: 36,
+            n_kv: 400,
+            n_head: 4,
+            n_head_kv: 1,
+            kv: DType::F16,
+            mask: causal16,
+            ..BASE
+        },
         // Long decode: split-K over the keys, most splits fully masked.
         Spec {
             n_kv: 1500,

@@ -1,0 +1,321 @@
+// Decode attention (ggml_flash_attn_ext with few query rows): one workgroup per (query row iq,
+// batch b, group of GQ query heads that share one K/V head) and per split of the keys, so each
+// K/V row is read once for all GQ heads. Bindings and parameters as `flash_attn.wgsl` (op_u(8)
+// = keys per split, op_u(9) = splits when SPLIT); heads h = hg·GQ .. hg·GQ + GQ - 1 of head
+// group hg all map to one K head and one V head (the planner picks GQ dividing both ratios).
+//
+// Lanes work in octets: the 8 lanes of octet o take KB consecutive keys per step (the WG / 8
+// octets cover NG·KB keys a step), lane u reading parts u, u + 8, ... of each K and V row (a
+// part is 8 values: one 16-byte load of an f16 row; `{k,v}_part` of `flash_attn_kv.wgsl`
+// with VEC), so a row is read whole by one octet, coalesced. The q·k partial sums are added
+// across the octet (SUBGROUP: subgroupShuffleXor within 8-aligned subgroup lanes, the octets
+// being numbered by subgroup; else through workgroup memory), and each octet keeps its own
+// online softmax (m, l per head) and output parts: no barrier in the key loop. At the end the
+// octets' states are merged through workgroup memory. Keys masked -inf for all GQ heads (the
+// unwritten tail of a cache) are never read.
+//
+// SPLIT: each (row, head) writes (m, l, acc[DV]) to scratch (dst) at
+// ((h + n_head·(iq + n_q·b))·splits + s)·(DV + 2), merged by `flash_attn_combine.wgsl`; else
+// the sink (SINKS) is applied and the normalized result stored to dst [DV, n_head, n_q, batch].
+
+const WG: u32 = {{WG}}u;
+const D: u32 = {{D}}u;
+const DV: u32 = {{DV}}u;
+const GQ: u32 = {{GQ}}u;
+// Keys an octet takes per step, octets per workgroup.
+const KB: u32 = {{KB}}u;
+const NG: u32 = WG / 8u;
+// Parts of a K and a V row.
+const PK: u32 = D / 8u;
+const PV: u32 = DV / 8u;
+const NEG: f32 = -3.402823e38;
+
+struct Part {
+    a: vec4<f32>,
+    b: vec4<f32>,
+}
+
+// The GQ query rows, pre-scaled, as vec4s.
+var<workgroup> qsh: array<vec4<f32>, {{QV4}}>;
+// Octet partial sums (no SUBGROUP) and the final merge of the octets' outputs.
+var<workgroup> red: array<f32, {{RED}}>;
+// Per octet and head: m, then l (final merge).
+var<workgroup> gm: array<f32, {{NGQ}}>;
+var<workgroup> gl: array<f32, {{NGQ}}>;
+
+fn alibi(h: u32) -> f32 {
+    if (op_f(1u) <= 0.0) {
+        return 1.0;
+    }
+    let nl = op_u(4u);
+    if (h < nl) {
+        return pow(op_f(2u), f32(h + 1u));
+    }
+    return pow(op_f(3u), f32(2u * (h - nl) + 1u));
+}
+
+// q_g · part p of a K row.
+fn qdot(g: u32, p: u32, x: Part) -> f32 {
+    let i = (g * D + 8u * p) / 4u;
+    return dot(qsh[i], x.a) + dot(qsh[i + 1u], x.b);
+}
+
+#if SUBGROUP
+// The sum of v over the octet (8 aligned subgroup lanes), in every lane of it.
+fn octet_sum(v: f32) -> f32 {
+    let s1 = v + subgroupShuffleXor(v, 1u);
+    let s2 = s1 + subgroupShuffleXor(s1, 2u);
+    return s2 + subgroupShuffleXor(s2, 4u);
+}
+#endif
+
+// The score of a key from its reduced dot product: softcap, then the mask term (`mv` is -inf
+// below NEG for a hidden key); NEG for a key outside the split (`vis` false).
+fn logit(x: f32, mv: f32, vis: bool) -> f32 {
+    var s = x;
+    let softcap = op_f(5u);
+    if (softcap != 0.0) {
+        s = softcap * tanh(clamp(s, -10.0, 10.0));
+    }
+    return select(NEG, s + mv, vis && mv >= NEG);
+}
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+#if SUBGROUP
+        @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_id) sg_id: u32,
+        @builtin(subgroup_size) sg_size: u32,
+#endif
+        @builtin(local_invocation_index) lid: u32) {
+    let gall = group_id(wid, nwg);
+#if SPLIT
+    let splits = op_u(9u);
+    let split = gall % splits;
+    let g = gall / splits;
+#else
+    let split = 0u;
+    let g = gall;
+#endif
+    if (g >= n_items()) {
+        return;
+    }
+    let n_head = t_ne(0u, 2u);
+    let n_q = t_ne(0u, 1u);
+    let n_hg = n_head / GQ;
+    let h0 = (g % n_hg) * GQ;
+    let iq = (g / n_hg) % n_q;
+    let b = g / (n_hg * n_q);
+    let n_kv = t_ne(1u, 1u);
+#if SPLIT
+    let kbeg = split * op_u(8u);
+    let kend = min(n_kv, kbeg + op_u(8u));
+#else
+    let kbeg = 0u;
+    let kend = n_kv;
+#endif
+#if SUBGROUP
+    // Octets follow subgroup lanes, which local_invocation_index need not.
+    let lane = sg_id * sg_size + sg_lane;
+#else
+    let lane = lid;
+#endif
+    let oct = lane / 8u;
+    let u = lane % 8u;
+
+    let scale = op_f(0u);
+    for (var i = lid; i < GQ * D; i += WG) {
+        let v = load_src0(t_idx(0u, vec4<u32>(i % D, iq, h0 + i / D, b)));
+        qsh[i / 4u][i % 4u] = v * scale;
+    }
+    let krow0 = t_idx(1u, vec4<u32>(0u, 0u, h0 / op_u(6u), b));
+    let knb1 = t_nb(1u, 1u);
+    let vrow0 = t_idx(2u, vec4<u32>(0u, 0u, h0 / op_u(7u), b));
+    let vnb1 = t_nb(2u, 1u);
+#if MASK
+    let mnb0 = t_nb(3u, 0u);
+#unroll g GQ
+    let mrow_$g = t_idx(3u, vec4<u32>(0u, iq, (h0 + $gu) % t_ne(3u, 2u), b % t_ne(3u, 3u)));
+    let slope_$g = alibi(h0 + $gu);
+#endunroll
+#endif
+#unroll g GQ
+    var m_$g = NEG;
+    var l_$g = 0.0;
+#unroll i NPV
+    var acc_$g_$i = Part(vec4<f32>(0.0), vec4<f32>(0.0));
+#endunroll
+#endunroll
+    workgroupBarrier();
+
+    let steps = (kend - kbeg + NG * KB - 1u) / (NG * KB);
+    for (var st = 0u; st < steps; st++) {
+        let j0 = kbeg + st * NG * KB + oct * KB;
+        // Mask terms, and which keys some head sees; then every load of the step.
+#unroll k KB
+        let j_$k = j0 + $ku;
+        var vis_$k = j_$k < kend;
+#unroll g GQ
+        var mv_$k_$g = 0.0;
+#endunroll
+#if MASK
+        if (vis_$k) {
+#unroll g GQ
+            mv_$k_$g = slope_$g * load_src3(mrow_$g + j_$k * mnb0);
+#endunroll
+            vis_$k = false;
+#unroll g GQ
+            vis_$k = vis_$k || mv_$k_$g >= NEG;
+#endunroll
+        }
+#endif
+#unroll i NPK
+        var x_$k_$i = Part(vec4<f32>(0.0), vec4<f32>(0.0));
+        if (vis_$k && u + $iu * 8u < PK) {
+            x_$k_$i = k_part(krow0 + j_$k * knb1, u + $iu * 8u);
+        }
+#endunroll
+#unroll i NPV
+        var y_$k_$i = Part(vec4<f32>(0.0), vec4<f32>(0.0));
+        if (vis_$k && u + $iu * 8u < PV) {
+            y_$k_$i = v_part(vrow0 + j_$k * vnb1, u + $iu * 8u);
+        }
+#endunroll
+#endunroll
+        // Partial dot products of this lane's parts.
+#unroll k KB
+#unroll g GQ
+        var s_$k_$g = 0.0;
+#unroll i NPK
+        s_$k_$g += qdot($gu, min(u + $iu * 8u, PK - 1u), x_$k_$i);
+#endunroll
+#endunroll
+#endunroll
+#if SUBGROUP
+#unroll k KB
+#unroll g GQ
+        s_$k_$g = logit(octet_sum(s_$k_$g), mv_$k_$g, vis_$k);
+#endunroll
+#endunroll
+#else
+        // Through workgroup memory: lane's partials at red[lane·KB·GQ ..], summed per octet.
+#unroll k KB
+#unroll g GQ
+        red[(lane * KB + $ku) * GQ + $gu] = s_$k_$g;
+#endunroll
+#endunroll
+        workgroupBarrier();
+#unroll k KB
+#unroll g GQ
+        s_$k_$g = 0.0;
+        for (var w = 0u; w < 8u; w++) {
+            s_$k_$g += red[((oct * 8u + w) * KB + $ku) * GQ + $gu];
+        }
+        s_$k_$g = logit(s_$k_$g, mv_$k_$g, vis_$k);
+#endunroll
+#endunroll
+        workgroupBarrier();
+#endif
+        // Online softmax per head over the octet's KB keys.
+#unroll g GQ
+        var mn_$g = m_$g;
+#unroll k KB
+        mn_$g = max(mn_$g, s_$k_$g);
+#endunroll
+        let alpha_$g = exp(m_$g - mn_$g);
+        l_$g *= alpha_$g;
+#unroll i NPV
+        acc_$g_$i.a *= alpha_$g;
+        acc_$g_$i.b *= alpha_$g;
+#endunroll
+#unroll k KB
+        let p_$k_$g = select(0.0, exp(s_$k_$g - mn_$g), s_$k_$g > NEG);
+        l_$g += p_$k_$g;
+#unroll i NPV
+        acc_$g_$i.a += p_$k_$g * y_$k_$i.a;
+        acc_$g_$i.b += p_$k_$g * y_$k_$i.b;
+#endunroll
+#endunroll
+        m_$g = mn_$g;
+#endunroll
+    }
+
+    // Merge the octets: the largest m per head, each octet's state rescaled to it, summed.
+    if (u == 0u) {
+#unroll g GQ
+        gm[oct * GQ + $gu] = m_$g;
+#endunroll
+    }
+    workgroupBarrier();
+#unroll g GQ
+    var mm_$g = NEG;
+    for (var o = 0u; o < NG; o++) {
+        mm_$g = max(mm_$g, gm[o * GQ + $gu]);
+    }
+    let f_$g = exp(m_$g - mm_$g);
+#endunroll
+    if (u == 0u) {
+#unroll g GQ
+        gl[oct * GQ + $gu] = l_$g * f_$g;
+#endunroll
+    }
+    workgroupBarrier();
+#unroll g GQ
+    var ll_$g = 0.0;
+    for (var o = 0u; o < NG; o++) {
+        ll_$g += gl[o * GQ + $gu];
+    }
+#endunroll
+#unroll g GQ
+    {
+        let h = h0 + $gu;
+#unroll i NPV
+        if (u + $iu * 8u < PV) {
+            let c = oct * DV + 8u * (u + $iu * 8u);
+            let a = acc_$g_$i.a * f_$g;
+            let bb = acc_$g_$i.b * f_$g;
+            red[c] = a.x;
+            red[c + 1u] = a.y;
+            red[c + 2u] = a.z;
+            red[c + 3u] = a.w;
+            red[c + 4u] = bb.x;
+            red[c + 5u] = bb.y;
+            red[c + 6u] = bb.z;
+            red[c + 7u] = bb.w;
+        }
+#endunroll
+        workgroupBarrier();
+#if SPLIT
+        let base = t_off(5u) + ((h + n_head * (iq + n_q * b)) * op_u(9u) + split) * (DV + 2u);
+        if (lid == 0u) {
+            store_dst(base, mm_$g);
+            store_dst(base + 1u, ll_$g);
+        }
+#else
+        var l = ll_$g;
+        var fs = 1.0;
+#if SINKS
+        let sink = load_src4(t_idx(4u, vec4<u32>(h, 0u, 0u, 0u)));
+        if (sink > mm_$g) {
+            fs = exp(mm_$g - sink);
+            l = l * fs + 1.0;
+        } else {
+            l += exp(sink - mm_$g);
+        }
+#endif
+        let inv = select(fs / l, 0.0, l == 0.0);
+#endif
+        for (var c = lid; c < DV; c += WG) {
+            var o = 0.0;
+            for (var w = 0u; w < NG; w++) {
+                o += red[w * DV + c];
+            }
+#if SPLIT
+            store_dst(base + 2u + c, o);
+#else
+            store_dst(t_idx(5u, vec4<u32>(c, h, iq, b)), o * inv);
+#endif
+        }
+        workgroupBarrier();
+    }
+#endunroll
+}
