@@ -1,0 +1,93 @@
+#!/bin/bash
+# Issue 6 part 2 on an NVIDIA GPU over Vulkan: the cooperative-matrix prefill kernel
+# (mul_mat_coop.wgsl, enabled by --experimental) checked against the CPU reference, then timed
+# against the tiled kernel and against torch.matmul fp16 (cuBLAS) in the same run, and pp512 of
+# a Llama 3.1 8B Q4_0 with and without it. About 5-8 minutes.
+#
+#   OUT=bench/out-coop bash bench/coop.sh .devbin/wgllm
+#
+# Run from the repository root; the Vulkan loader .debs are taken from .gl/ when the host has no
+# loader (as bench/run_h200.sh). The 8B file is /tmp/wgllm-bench/l8b-q4_0.gguf when
+# run_h200.sh left it there, else it is synthesized (skipped if that does not finish in 5 min).
+# Everything goes under $OUT (default bench/out-coop); summary.txt collects the key lines.
+
+set -u
+cd "$(dirname "$0")/.."
+W=${1:?usage: bench/coop.sh PATH/TO/wgllm}
+OUT=${OUT:-bench/out-coop}
+mkdir -p "$OUT"
+S="$OUT/summary.txt"
+: >"$S"
+log() { echo "$*" | tee -a "$S"; }
+
+if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+fi
+export XDG_RUNTIME_DIR=/tmp
+COOP=(--experimental --unchecked-shaders)
+
+log "# $(date -u +%F) $(cat .devbin/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null)"
+log "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+"$W" devices >"$OUT/devices.txt" 2>&1
+grep -i "cooperative" "$OUT/devices.txt" | head -3 | tee -a "$S"
+
+# 1. Correctness: every MUL_MAT case (the prefill ones take the coop kernel), the fusions, and
+# the prefill cases once more with wgpu's bounds checks on.
+run_ops() { # name flags...
+    local name=$1
+    shift
+    timeout 480 "$W" ops "$@" >"$OUT/ops-$name.txt" 2>&1
+    local rc=$?
+    log "ops $name (rc $rc): $(tail -1 "$OUT/ops-$name.txt")"
+    grep -E "FAIL|ERROR|unsupported:" "$OUT/ops-$name.txt" | head -20 | tee -a "$S"
+}
+run_ops mul_mat "${COOP[@]}" --filter MUL_MAT
+run_ops fused "${COOP[@]}" --filter FUSED
+run_ops prefill-checked --experimental --filter "(prefill)"
+
+# 2. Speed: one shape per process, with the coop kernel and with the tiled kernel it replaces.
+SHAPES=(
+    "f16 x f32 k=4096 m=4096 n=4096"
+    "f16 x f32 k=4096 m=4096 n=512"
+    "f16 x f32 k=4096 m=14336 n=512"
+    "q4_0 x f32 k=4096 m=4096 n=512"
+    "q4_0 x f32 k=4096 m=14336 n=512"
+    "q4_K x f32 k=4096 m=4096 n=512"
+    "q4_K x f32 k=4096 m=14336 n=512"
+)
+: >"$OUT/large-coop.txt"
+: >"$OUT/large-tiled.txt"
+for s in "${SHAPES[@]}"; do
+    timeout 120 "$W" ops --large "${COOP[@]}" --filter "MUL_MAT $s" 2>&1 |
+        grep "^| MUL_MAT" >>"$OUT/large-coop.txt"
+    timeout 120 "$W" ops --large --unchecked-shaders --filter "MUL_MAT $s" 2>&1 |
+        grep "^| MUL_MAT" >>"$OUT/large-tiled.txt"
+done
+log "## coop (--experimental --unchecked-shaders): | case | check | us | GB/s | of copy | GFLOP/s |"
+tee -a "$S" <"$OUT/large-coop.txt"
+log "## tiled (--unchecked-shaders)"
+tee -a "$S" <"$OUT/large-tiled.txt"
+log "## torch.matmul fp16 vs the coop kernel"
+python3 bench/torch_matmul.py --wgllm "$OUT/large-coop.txt" 2>&1 | tee -a "$S"
+
+# 3. pp512 of Llama 3.1 8B Q4_0 with and without cooperative matrices.
+M=/tmp/wgllm-bench/l8b-q4_0.gguf
+mkdir -p /tmp/wgllm-bench
+# A file of under 4 GB is some smaller test's: synthesized anew over it.
+big() { [ "$(stat -c %s "$M" 2>/dev/null || echo 0)" -ge 4000000000 ]; }
+if ! big; then
+    timeout 300 "$W" synth --preset llama-3.1-8b --dtype q4_0 -o "$M.part" >"$OUT/synth.txt" 2>&1 &&
+        mv "$M.part" "$M"
+fi
+if big; then
+    for mode in coop tiled; do
+        flags=(--unchecked-shaders)
+        [ $mode = coop ] && flags+=(--experimental)
+        timeout 240 "$W" bench -m "$M" -p 512 -n 0 -r 3 "${flags[@]}" >"$OUT/pp512-$mode.txt" 2>&1
+        log "## pp512 8B q4_0, $mode (rc $?)"
+        grep -E "pp512|error" "$OUT/pp512-$mode.txt" | tee -a "$S"
+    done
+else
+    log "pp512: no 8B q4_0 file (synth did not finish; see $OUT/synth.txt)"
+fi
