@@ -640,6 +640,9 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("NC", nc.to_string()));
             vars.push(("RPW", rpw.to_string()));
             vars.push(("RED", (weights * rpw * nc * key.wg).to_string()));
+            // Integer formats load their parts undecoded (`partq`), the others as floats.
+            let integer = crate::ops::int8_activations(src0);
+            vars.push(("LOAD", if integer { "partq" } else { "part" }.into()));
             unit_flags(src0, &mut flags);
             MUL_MAT_VEC
         }

@@ -4,7 +4,9 @@
 // values, eight each, so the lanes of a subgroup read neighbouring bytes.
 // A workgroup computes RPW consecutive rows: lane t takes part t % 4 of units t / 4,
 // t / 4 + WG / 4, ... of every one of them, so RPW loads are in flight per lane and the eight
-// activation values of a part are loaded once (into registers) for all RPW rows. Then the lanes
+// activation values of a part are loaded once (into registers) for all RPW rows; integer formats
+// load their parts undecoded (`partq`) and apply each part's offset once, through the sum of its
+// activations (`dotw`: q4_0 4096×14336 went from 0.24 to 0.27 of copy on an H200). Then the lanes
 // reduce the RPW·NC (·2 for GLU) sums: with SUBGROUP through subgroupAdd and one
 // workgroup-memory step per subgroup, else by a workgroup-memory tree.
 // src1 is bound as vec4s: its offset and column stride are whole vec4s (the planner checks).
@@ -53,6 +55,20 @@ fn ldw(i: u32) -> u32 {
 fn dot2(w: array<vec4<f32>, 2>, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
     return dot(w[0], x0) + dot(w[1], x1);
 }
+
+#if U_INTQ
+// Integer weights with f32 activations: d · (q · x) + m · Σx, the offset m applied once per
+// part (through the activations' sum) instead of once per value.
+struct XS {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    sum: f32,
+}
+
+fn dotw(w: PartQ, x: XS) -> f32 {
+    return w.d * (dot(bytes_i(w.qa), x.a) + dot(bytes_i(w.qb), x.b)) + w.m * x.sum;
+}
+#endif
 
 #if Q8X
 // Q8X (quantized weights): the eight activations of a part as int8 with one scale (as ggml's
@@ -140,17 +156,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let p = lid % 4u;
     let xp = xpair(p);
     for (var u = lid / 4u; u < units; u += WG / 4u) {
-        let xb = x0 + 8u * u;
+        let xo = x0 + 8u * u;
         // The part's activations, once for all rows (zeros for absent columns).
 #unroll c NC
         var xa_$c = vec4<f32>(0.0);
         var xb_$c = vec4<f32>(0.0);
         if ($cu < n_cols) {
-            xa_$c = src1[xb + $cu * xcol + xp.x];
-            xb_$c = src1[xb + $cu * xcol + xp.y];
+            xa_$c = src1[xo + $cu * xcol + xp.x];
+            xb_$c = src1[xo + $cu * xcol + xp.y];
         }
 #if Q8X
         let xq_$c = quantx(xa_$c, xb_$c);
+#else
+#if U_INTQ
+        let xq_$c = XS(xa_$c, xb_$c, dot(xa_$c + xb_$c, vec4<f32>(1.0)));
+#endif
 #endif
 #endunroll
 #unroll r RPW
@@ -158,18 +178,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #if GLU
             wsel = 0u;
 #endif
-#if Q8X
-            let w_$r = partq(row0_$r, u, p);
-#else
-            let w_$r = part(row0_$r, u, p);
-#endif
+            let w_$r = {{LOAD}}(row0_$r, u, p);
 #if GLU
             wsel = 1u;
-#if Q8X
-            let g_$r = partq(row2_$r, u, p);
-#else
-            let g_$r = part(row2_$r, u, p);
-#endif
+            let g_$r = {{LOAD}}(row2_$r, u, p);
 #endif
 #unroll c NC
 #if Q8X
@@ -178,9 +190,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             up_$r_$c += dotq(g_$r, xq_$c);
 #endif
 #else
+#if U_INTQ
+            acc_$r_$c += dotw(w_$r, xq_$c);
+#if GLU
+            up_$r_$c += dotw(g_$r, xq_$c);
+#endif
+#else
             acc_$r_$c += dot2(w_$r, xa_$c, xb_$c);
 #if GLU
             up_$r_$c += dot2(g_$r, xa_$c, xb_$c);
+#endif
 #endif
 #endif
 #endunroll

@@ -200,6 +200,14 @@ fn vec_key(
     }
 }
 
+/// Rows per workgroup of a mat-vec pipeline.
+fn vec_rpw(key: &PipelineKey) -> u64 {
+    match key.kernel {
+        Kernel::MulMatVec { rpw, .. } => u64::from(rpw),
+        _ => 1,
+    }
+}
+
 /// Weight dtypes with a whole-unit decoder in `quant_unit.wgsl` (others go through `dq`, which
 /// reads src0 only, so they cannot be a fused second weight).
 fn unit_decoded(d: DType) -> bool {
@@ -252,10 +260,7 @@ pub(super) fn mul_mat_vec_qkv(q: &Ctx, k: &Ctx, v: &Ctx) -> Result<Option<Vec<Di
         rows.iter().sum(),
         (q.caps.subgroups, q.caps.int8_activations),
     );
-    let rpw = match key.kernel {
-        Kernel::MulMatVec { rpw, .. } => u64::from(rpw),
-        _ => 1,
-    };
+    let rpw = vec_rpw(&key);
     let mut op = product_words(q, ea, eb, rows[0], rows[1])?;
     op[6] = q.items(rows[2])?;
     let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
@@ -307,16 +312,13 @@ pub(super) fn mul_mat_vec_glu(
         m,
         (gate.caps.subgroups, gate.caps.int8_activations),
     );
-    let rpw = match key.kernel {
-        Kernel::MulMatVec { rpw, .. } => rpw,
-        _ => 1,
-    };
+    let rpw = vec_rpw(&key);
     Ok(Some(vec![Dispatch {
         key,
         operands: vec![wg, x, wu, dst],
         op_words: op,
         items: gate.items(m * eb[1] * eb[2] * eb[3])?,
-        groups: gate.grid(m.div_ceil(u64::from(rpw)), eb[2] * eb[3])?,
+        groups: gate.grid(m.div_ceil(rpw), eb[2] * eb[3])?,
     }]))
 }
 
@@ -363,10 +365,7 @@ fn mul_mat_vec(
         let m = w.operand.layout.ne[1];
         let flags = (ctx.caps.subgroups, ctx.caps.int8_activations);
         let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32, m, flags);
-        let rows_per_group = match key.kernel {
-            Kernel::MulMatVec { rpw, .. } => u64::from(rpw),
-            _ => 1,
-        };
+        let rpw = vec_rpw(&key);
         let mut d = dst.clone();
         d.layout.ne[0] = m;
         d.layout.offset += w.first_row * d.layout.nb[0];
@@ -384,7 +383,7 @@ fn mul_mat_vec(
             operands,
             op_words: op,
             items: ctx.items(m * eb[1] * eb[2] * eb[3])?,
-            groups: ctx.grid(m.div_ceil(rows_per_group), eb[2] * eb[3])?,
+            groups: ctx.grid(m.div_ceil(rpw), eb[2] * eb[3])?,
         });
     }
     Ok(out)
