@@ -7,8 +7,9 @@
 #   OUT=bench/out-coop bash bench/coop.sh .devbin/wgllm
 #
 # Run from the repository root; the Vulkan loader .debs are taken from .gl/ when the host has no
-# loader (as bench/run_h200.sh). The 8B file is /tmp/wgllm-bench/l8b-q4_0.gguf when
-# run_h200.sh left it there, else it is synthesized (skipped if that does not finish in 5 min).
+# loader (as bench/run_h200.sh). The 8B file is $MODEL (default /tmp/wgllm-bench/l8b-q4_0.gguf,
+# where run_h200.sh leaves it); when missing it is synthesized meanwhile (given up after 7 min).
+# PP=0 skips that step.
 # Everything goes under $OUT (default bench/out-coop); summary.txt collects the key lines.
 
 set -u
@@ -26,6 +27,18 @@ if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
 fi
 export XDG_RUNTIME_DIR=/tmp
 COOP=(--experimental --unchecked-shaders)
+# PP=0 skips the pp512 step (and the synthesis of its model).
+PP=${PP:-1}
+M=${MODEL:-/tmp/wgllm-bench/l8b-q4_0.gguf}
+# A file of under 4 GB is some smaller test's: synthesized anew over it.
+big() { [ "$(stat -c %s "$M" 2>/dev/null || echo 0)" -ge 4000000000 ]; }
+SYNTH=
+if [ "$PP" = 1 ] && ! big; then
+    mkdir -p "$(dirname "$M")"
+    rm -f "$M.part"
+    timeout 420 "$W" synth --preset llama-3.1-8b --dtype q4_0 -o "$M.part" >"$OUT/synth.txt" 2>&1 &
+    SYNTH=$!
+fi
 
 log "# $(date -u +%F) $(cat .devbin/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null)"
 log "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
@@ -71,16 +84,14 @@ tee -a "$S" <"$OUT/large-tiled.txt"
 log "## torch.matmul fp16 vs the coop kernel"
 python3 bench/torch_matmul.py --wgllm "$OUT/large-coop.txt" 2>&1 | tee -a "$S"
 
-# 3. pp512 of Llama 3.1 8B Q4_0 with and without cooperative matrices.
-M=/tmp/wgllm-bench/l8b-q4_0.gguf
-mkdir -p /tmp/wgllm-bench
-# A file of under 4 GB is some smaller test's: synthesized anew over it.
-big() { [ "$(stat -c %s "$M" 2>/dev/null || echo 0)" -ge 4000000000 ]; }
-if ! big; then
-    timeout 300 "$W" synth --preset llama-3.1-8b --dtype q4_0 -o "$M.part" >"$OUT/synth.txt" 2>&1 &&
+# 3. pp512 of Llama 3.1 8B Q4_0 with and without cooperative matrices (the file synthesized in
+# the background since the start when it was missing).
+if [ -n "$SYNTH" ]; then
+    if wait "$SYNTH"; then
         mv "$M.part" "$M"
+    fi
 fi
-if big; then
+if [ "$PP" = 1 ] && big; then
     for mode in coop tiled; do
         flags=(--unchecked-shaders)
         [ $mode = coop ] && flags+=(--experimental)
@@ -88,6 +99,6 @@ if big; then
         log "## pp512 8B q4_0, $mode (rc $?)"
         grep -E "pp512|error" "$OUT/pp512-$mode.txt" | tee -a "$S"
     done
-else
+elif [ "$PP" = 1 ]; then
     log "pp512: no 8B q4_0 file (synth did not finish; see $OUT/synth.txt)"
 fi
