@@ -32,38 +32,55 @@ fn {{KV}}_q(blk: u32, j: u32) -> f32 {
 #endif
 
 #if VEC
+// `_raw` loads part p (values 8p .. 8p + 7) of a row as words, `_dec` decodes them: a step's
+// loads are all issued before any use and held undecoded (4 words for an f16 part, not 8 floats).
 #if BLOCKS
-// Part p (values 8p .. 8p + 7) of the row.
-fn {{KV}}_part(row: u32, p: u32) -> Part {
+fn {{KV}}_raw(row: u32, p: u32) -> Raw {
     let blk = row + (p >> 2u) * {{KV}}_BLOCK_BYTES;
     let d = {{KV}}_scale(blk);
     let j = (p & 3u) * 8u;
-    return Part(
-        d * vec4<f32>({{KV}}_q(blk, j), {{KV}}_q(blk, j + 1u), {{KV}}_q(blk, j + 2u),
-            {{KV}}_q(blk, j + 3u)),
-        d * vec4<f32>({{KV}}_q(blk, j + 4u), {{KV}}_q(blk, j + 5u), {{KV}}_q(blk, j + 6u),
-            {{KV}}_q(blk, j + 7u)));
+    let a = d * vec4<f32>({{KV}}_q(blk, j), {{KV}}_q(blk, j + 1u), {{KV}}_q(blk, j + 2u),
+        {{KV}}_q(blk, j + 3u));
+    let b = d * vec4<f32>({{KV}}_q(blk, j + 4u), {{KV}}_q(blk, j + 5u), {{KV}}_q(blk, j + 6u),
+        {{KV}}_q(blk, j + 7u));
+    return Raw(bitcast<vec4<u32>>(a), bitcast<vec4<u32>>(b));
+}
+
+// Decoded already: the words are the floats' bits.
+fn {{KV}}_dec(r: Raw) -> Part {
+    return Part(bitcast<vec4<f32>>(r.w), bitcast<vec4<f32>>(r.x));
 }
 #endif
 #if F32
-// Part p (values 8p .. 8p + 7) of a row that starts on a whole vec4 (the planner checks).
-fn {{KV}}_part(row: u32, p: u32) -> Part {
+// Rows start on a whole vec4 (the planner checks).
+fn {{KV}}_raw(row: u32, p: u32) -> Raw {
     let i = (row >> 2u) + 2u * p;
-    return Part(bitcast<vec4<f32>>({{SRC}}[i]), bitcast<vec4<f32>>({{SRC}}[i + 1u]));
+    return Raw({{SRC}}[i], {{SRC}}[i + 1u]);
+}
+
+fn {{KV}}_dec(r: Raw) -> Part {
+    return Part(bitcast<vec4<f32>>(r.w), bitcast<vec4<f32>>(r.x));
 }
 #endif
 #if F16
-fn {{KV}}_part(row: u32, p: u32) -> Part {
-    let w = {{SRC}}[(row >> 3u) + p];
+fn {{KV}}_raw(row: u32, p: u32) -> Raw {
+    return Raw({{SRC}}[(row >> 3u) + p], vec4<u32>(0u));
+}
+
+fn {{KV}}_dec(r: Raw) -> Part {
+    let w = r.w;
     return Part(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)),
         vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)));
 }
 #endif
 #if BF16
-fn {{KV}}_part(row: u32, p: u32) -> Part {
-    let w = {{SRC}}[(row >> 3u) + p];
-    let lo = bitcast<vec4<f32>>(w << vec4<u32>(16u));
-    let hi = bitcast<vec4<f32>>(w & vec4<u32>(0xffff0000u));
+fn {{KV}}_raw(row: u32, p: u32) -> Raw {
+    return Raw({{SRC}}[(row >> 3u) + p], vec4<u32>(0u));
+}
+
+fn {{KV}}_dec(r: Raw) -> Part {
+    let lo = bitcast<vec4<f32>>(r.w << vec4<u32>(16u));
+    let hi = bitcast<vec4<f32>>(r.w & vec4<u32>(0xffff0000u));
     return Part(vec4<f32>(lo.x, hi.x, lo.y, hi.y), vec4<f32>(lo.z, hi.z, lo.w, hi.w));
 }
 #endif

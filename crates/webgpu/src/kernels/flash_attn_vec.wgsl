@@ -6,8 +6,10 @@
 //
 // Lanes work in octets: the 8 lanes of octet o take KB consecutive keys per step (the WG / 8
 // octets cover NG·KB keys a step), lane u reading parts u, u + 8, ... of each K and V row (a
-// part is 8 values: one 16-byte load of an f16 row; `{k,v}_part` of `flash_attn_kv.wgsl`
-// with VEC), so a row is read whole by one octet, coalesced. The q·k partial sums are added
+// part is 8 values: one 16-byte load of an f16 row; `{k,v}_raw` and `_dec` of
+// `flash_attn_kv.wgsl` with VEC), so a row is read whole by one octet, coalesced. A step's mask
+// terms are loaded a step ahead, and its K and V loads are all issued before any arithmetic
+// on them, so the step waits on one round trip to memory. The q·k partial sums are added
 // across the octet (SUBGROUP: subgroupShuffleXor within 8-aligned subgroup lanes, the octets
 // being numbered by subgroup; else through workgroup memory), and each octet keeps its own
 // online softmax (m, l per head) and output parts: no barrier in the key loop. At the end the
@@ -30,9 +32,15 @@ const PK: u32 = D / 8u;
 const PV: u32 = DV / 8u;
 const NEG: f32 = -3.402823e38;
 
+// Values 8p .. 8p + 7 of a row, and their loaded words (`flash_attn_kv.wgsl`).
 struct Part {
     a: vec4<f32>,
     b: vec4<f32>,
+}
+
+struct Raw {
+    w: vec4<u32>,
+    x: vec4<u32>,
 }
 
 // The GQ query rows, pre-scaled, as vec4s.
@@ -69,15 +77,27 @@ fn octet_sum(v: f32) -> f32 {
 }
 #endif
 
-// The score of a key from its reduced dot product: softcap, then the mask term (`mv` is -inf
-// below NEG for a hidden key); NEG for a key outside the split (`vis` false).
-fn logit(x: f32, mv: f32, vis: bool) -> f32 {
+// The mask term of key j for head h0 + g (its row `mrow`, ALiBi slope `slope`): NEG, or -inf
+// below it, for a key hidden or outside the split, else finite.
+fn mterm(j: u32, kend: u32, mrow: u32, slope: f32) -> f32 {
+    if (j >= kend) {
+        return NEG;
+    }
+#if MASK
+    return slope * load_src3(mrow + j * t_nb(3u, 0u));
+#else
+    return 0.0;
+#endif
+}
+
+// The score of a key from its reduced dot product: softcap, then the mask term.
+fn logit(x: f32, mv: f32) -> f32 {
     var s = x;
     let softcap = op_f(5u);
     if (softcap != 0.0) {
         s = softcap * tanh(clamp(s, -10.0, 10.0));
     }
-    return select(NEG, s + mv, vis && mv >= NEG);
+    return select(NEG, s + mv, mv > NEG);
 }
 
 @compute @workgroup_size({{WG}})
@@ -131,13 +151,23 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let knb1 = t_nb(1u, 1u);
     let vrow0 = t_idx(2u, vec4<u32>(0u, 0u, h0 / op_u(7u), b));
     let vnb1 = t_nb(2u, 1u);
-#if MASK
-    let mnb0 = t_nb(3u, 0u);
 #unroll g GQ
+#if MASK
     let mrow_$g = t_idx(3u, vec4<u32>(0u, iq, (h0 + $gu) % t_ne(3u, 2u), b % t_ne(3u, 3u)));
     let slope_$g = alibi(h0 + $gu);
-#endunroll
+#else
+    let mrow_$g = 0u;
+    let slope_$g = 1.0;
 #endif
+#endunroll
+    // The mask terms of the first step; each step loads those of the next, so its K/V loads
+    // wait on no mask load.
+    let j00 = kbeg + oct * KB;
+#unroll k KB
+#unroll g GQ
+    var mv_$k_$g = mterm(j00 + $ku, kend, mrow_$g, slope_$g);
+#endunroll
+#endunroll
 #unroll g GQ
     var m_$g = NEG;
     var l_$g = 0.0;
@@ -150,35 +180,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let steps = (kend - kbeg + NG * KB - 1u) / (NG * KB);
     for (var st = 0u; st < steps; st++) {
         let j0 = kbeg + st * NG * KB + oct * KB;
-        // Mask terms, and which keys some head sees; then every load of the step.
+        // Which keys some head sees; every K/V load of the step, then the next mask terms.
 #unroll k KB
         let j_$k = j0 + $ku;
-        var vis_$k = j_$k < kend;
+        var vis_$k = false;
 #unroll g GQ
-        var mv_$k_$g = 0.0;
+        vis_$k = vis_$k || mv_$k_$g > NEG;
 #endunroll
-#if MASK
-        if (vis_$k) {
-#unroll g GQ
-            mv_$k_$g = slope_$g * load_src3(mrow_$g + j_$k * mnb0);
-#endunroll
-            vis_$k = false;
-#unroll g GQ
-            vis_$k = vis_$k || mv_$k_$g >= NEG;
-#endunroll
-        }
-#endif
 #unroll i NPK
-        var x_$k_$i = Part(vec4<f32>(0.0), vec4<f32>(0.0));
+        var x_$k_$i = Raw(vec4<u32>(0u), vec4<u32>(0u));
         if (vis_$k && u + $iu * 8u < PK) {
-            x_$k_$i = k_part(krow0 + j_$k * knb1, u + $iu * 8u);
+            x_$k_$i = k_raw(krow0 + j_$k * knb1, u + $iu * 8u);
         }
 #endunroll
 #unroll i NPV
-        var y_$k_$i = Part(vec4<f32>(0.0), vec4<f32>(0.0));
+        var y_$k_$i = Raw(vec4<u32>(0u), vec4<u32>(0u));
         if (vis_$k && u + $iu * 8u < PV) {
-            y_$k_$i = v_part(vrow0 + j_$k * vnb1, u + $iu * 8u);
+            y_$k_$i = v_raw(vrow0 + j_$k * vnb1, u + $iu * 8u);
         }
+#endunroll
+#unroll g GQ
+        let nmv_$k_$g = mterm(j_$k + NG * KB, kend, mrow_$g, slope_$g);
 #endunroll
 #endunroll
         // Partial dot products of this lane's parts.
@@ -186,14 +208,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #unroll g GQ
         var s_$k_$g = 0.0;
 #unroll i NPK
-        s_$k_$g += qdot($gu, min(u + $iu * 8u, PK - 1u), x_$k_$i);
+        s_$k_$g += qdot($gu, min(u + $iu * 8u, PK - 1u), k_dec(x_$k_$i));
 #endunroll
 #endunroll
 #endunroll
 #if SUBGROUP
 #unroll k KB
 #unroll g GQ
-        s_$k_$g = logit(octet_sum(s_$k_$g), mv_$k_$g, vis_$k);
+        s_$k_$g = logit(octet_sum(s_$k_$g), mv_$k_$g);
 #endunroll
 #endunroll
 #else
@@ -210,7 +232,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var w = 0u; w < 8u; w++) {
             s_$k_$g += red[((oct * 8u + w) * KB + $ku) * GQ + $gu];
         }
-        s_$k_$g = logit(s_$k_$g, mv_$k_$g, vis_$k);
+        s_$k_$g = logit(s_$k_$g, mv_$k_$g);
 #endunroll
 #endunroll
         workgroupBarrier();
@@ -231,11 +253,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let p_$k_$g = select(0.0, exp(s_$k_$g - mn_$g), s_$k_$g > NEG);
         l_$g += p_$k_$g;
 #unroll i NPV
-        acc_$g_$i.a += p_$k_$g * y_$k_$i.a;
-        acc_$g_$i.b += p_$k_$g * y_$k_$i.b;
+        let yd_$k_$g_$i = v_dec(y_$k_$i);
+        acc_$g_$i.a += p_$k_$g * yd_$k_$g_$i.a;
+        acc_$g_$i.b += p_$k_$g * yd_$k_$g_$i.b;
 #endunroll
 #endunroll
         m_$g = mn_$g;
+#endunroll
+#unroll k KB
+#unroll g GQ
+        mv_$k_$g = nmv_$k_$g;
+#endunroll
 #endunroll
     }
 
