@@ -161,11 +161,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
 #endunroll
     // The mask terms of the first step; each step loads those of the next, so its K/V loads
-    // wait on no mask load.
+    // wait on no mask load. One mask head and no ALiBi: every head's term is head 0's.
+#if MASK
+    let one_mask = t_ne(3u, 2u) == 1u && op_f(1u) <= 0.0;
+#else
+    let one_mask = true;
+#endif
     let j00 = kbeg + oct * KB;
 #unroll k KB
 #unroll g GQ
-    var mv_$k_$g = mterm(j00 + $ku, kend, mrow_$g, slope_$g);
+    var mv_$k_$g = NEG;
+#endunroll
+    mv_$k_0 = mterm(j00 + $ku, kend, mrow_0, slope_0);
+#unroll g GQ
+    if ($gu > 0u) {
+        if (one_mask) {
+            mv_$k_$g = mv_$k_0;
+        } else {
+            mv_$k_$g = mterm(j00 + $ku, kend, mrow_$g, slope_$g);
+        }
+    }
 #endunroll
 #endunroll
 #unroll g GQ
@@ -199,8 +214,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             y_$k_$i = v_raw(vrow0 + j_$k * vnb1, u + $iu * 8u);
         }
 #endunroll
+        let nj_$k = j_$k + NG * KB;
 #unroll g GQ
-        let nmv_$k_$g = mterm(j_$k + NG * KB, kend, mrow_$g, slope_$g);
+        var nmv_$k_$g = mv_$k_0;
+#endunroll
+        nmv_$k_0 = mterm(nj_$k, kend, mrow_0, slope_0);
+#unroll g GQ
+        if ($gu > 0u) {
+            if (one_mask) {
+                nmv_$k_$g = nmv_$k_0;
+            } else {
+                nmv_$k_$g = mterm(nj_$k, kend, mrow_$g, slope_$g);
+            }
+        }
 #endunroll
 #endunroll
         // Partial dot products of this lane's parts.

@@ -157,7 +157,7 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             n_head: 8,
             n_head_kv: 2,
             kv: DType::F16,
-            mask: runs16,
+            mask: runs32_dead,
             scale: 0.088,
             ..BASE
         },
@@ -185,7 +185,7 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             n_kv: 130,
             n_head: 8,
             n_head_kv: 2,
-            mask: runs32_dead,
+            mask: random32_dead,
             m2: 8,
             max_bias: 8.0,
             sinks: true,
