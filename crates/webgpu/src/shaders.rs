@@ -74,6 +74,8 @@ pub enum Kernel {
         subgroups: bool,
         /// Int8 activations and integer dot products (`partq` decoders).
         q8x: bool,
+        /// The activations are `rms_norm(h) · g` of the bound `h` (a fused norm prologue).
+        norm: bool,
     },
     /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
     /// `MulMatVec`.
@@ -207,6 +209,52 @@ fn binding_name(k: usize, n: usize) -> String {
         "dst".into()
     } else {
         format!("src{k}")
+    }
+}
+
+/// Binding indices of a mat-vec's norm weight `g`, QKV results `oq`, `ok` and result `d`: the
+/// sources (2, 3 with ADD or GLU, 4 with QKV), then g with a norm prologue, then the results.
+pub(crate) struct VecSlots {
+    pub g: usize,
+    pub oq: usize,
+    pub ok: usize,
+    pub d: usize,
+}
+
+impl VecSlots {
+    pub(crate) fn new(epilogue: VecEpilogue, norm: bool) -> VecSlots {
+        let sources = match epilogue {
+            VecEpilogue::None => 2,
+            VecEpilogue::Add | VecEpilogue::Glu { .. } => 3,
+            VecEpilogue::Qkv => 4,
+        };
+        let out = sources + usize::from(norm);
+        match epilogue {
+            VecEpilogue::Qkv => VecSlots {
+                g: sources,
+                oq: out,
+                ok: out + 1,
+                d: out + 2,
+            },
+            _ => VecSlots {
+                g: sources,
+                oq: 0,
+                ok: 0,
+                d: out,
+            },
+        }
+    }
+}
+
+/// The binding of a mat-vec's norm weight, when it has a norm prologue.
+fn vec_norm_slot(k: &Kernel) -> Option<usize> {
+    match *k {
+        Kernel::MulMatVec {
+            epilogue,
+            norm: true,
+            ..
+        } => Some(VecSlots::new(epilogue, true).g),
+        _ => None,
     }
 }
 
@@ -376,7 +424,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         if mat_vec && weight && matches!(dt, DType::F16 | DType::BF16 | DType::F32) {
             elem = "u32";
         }
-        if mat_vec && k == 1 {
+        if mat_vec && k == 1 || vec_norm_slot(&key.kernel) == Some(k) {
             elem = "vec4<f32>";
         }
         if words || wide_kv(&key.kernel, k, dt) {
@@ -403,7 +451,8 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         }
     );
     for (k, &dt) in key.dtypes[..n - 1].iter().enumerate() {
-        if (mat_vec && (k < 2 || multi_vec)) || words || wide_kv(&key.kernel, k, dt) {
+        let vec_read = mat_vec && (k < 2 || multi_vec || vec_norm_slot(&key.kernel) == Some(k));
+        if vec_read || words || wide_kv(&key.kernel, k, dt) {
             continue;
         }
         if let Some(l) = loader(&binding_name(k, n), dt) {
@@ -615,6 +664,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             epilogue,
             subgroups,
             q8x,
+            norm,
         } => {
             if subgroups {
                 flags.push("SUBGROUP");
@@ -637,9 +687,18 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                 }
                 VecEpilogue::Qkv => flags.push("QKV"),
             }
+            let slots = VecSlots::new(epilogue, norm);
+            if norm {
+                flags.push("NORM");
+            }
+            vars.push(("G", slots.g.to_string()));
+            vars.push(("OQ", slots.oq.to_string()));
+            vars.push(("OK", slots.ok.to_string()));
+            vars.push(("D", slots.d.to_string()));
             vars.push(("NC", nc.to_string()));
             vars.push(("RPW", rpw.to_string()));
-            vars.push(("RED", (weights * rpw * nc * key.wg).to_string()));
+            let sums = weights * rpw + u32::from(norm);
+            vars.push(("RED", (sums * nc * key.wg).to_string()));
             // Integer formats load their parts undecoded (`partq`), the others as floats.
             let integer = crate::ops::int8_activations(src0);
             vars.push(("LOAD", if integer { "partq" } else { "part" }.into()));

@@ -16,8 +16,15 @@
 // GLU: a second weight src2 of src0's shape and dtype; dst (binding 3) = EXPR(x, g) with x the
 //   product with src0 (the gate) and g the one with src2 (the up projection), as `glu.wgsl`.
 // QKV: three weights of one dtype and row length, src0 (op_u(1) rows), src2 (op_u(5)) and src3
-//   (op_u(6)), into src4, src5 and dst (binding 6): the workgroups cover src0's rows, then
-//   src2's, then src3's, each reading only its own weight (no batches).
+//   (op_u(6)), into bindings OQ, OK and dst: the workgroups cover src0's rows, then src2's, then
+//   src3's, each reading only its own weight (no batches).
+// Fused prologue, with any epilogue:
+// NORM: src1 is h, and the products are of rms_norm(h) · g (a fused ggml_rms_norm and ggml_mul
+//   by the f32 row g at binding G, bound as vec4s; eps = op_f(7)): the lanes multiply each part
+//   of h by g and also sum h², which the workgroup reduces with the products; each result is
+//   scaled by 1 / sqrt(mean(h²) + eps). The lanes of a workgroup cover every part of h once.
+// Bindings: src0, src1, [src2 (ADD, GLU) | src2, src3 (QKV)], [g (NORM)], [OQ, OK (QKV)], dst
+// (binding D).
 
 const NC: u32 = {{NC}}u;
 const RPW: u32 = {{RPW}}u;
@@ -28,8 +35,13 @@ const NW: u32 = 2u;
 #else
 const NW: u32 = 1u;
 #endif
-// Sums per lane: (weight, row, column).
+// Sums per lane: (weight, row, column), then with NORM one sum of h² per column.
 const NS: u32 = NW * RPW * NC;
+#if NORM
+const NSUM: u32 = NS + NC;
+#else
+const NSUM: u32 = NS;
+#endif
 
 var<workgroup> red: array<f32, {{RED}}>;
 // Which weight `part` decodes: 0 = src0, 1 = src2.
@@ -150,6 +162,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
 #endunroll
 #endunroll
+#if NORM
+#unroll c NC
+    var ss_$c = 0.0;
+#endunroll
+    let g0 = t_off({{G}}u) / 4u;
+#endif
     let x0 = t_idx(1u, vec4<u32>(0u, 0u, i2, i3)) / 4u;
     let xcol = t_nb(1u, 1u) / 4u;
     let units = op_u(0u) / 32u;
@@ -165,6 +183,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             xa_$c = src1[xo + $cu * xcol + xp.x];
             xb_$c = src1[xo + $cu * xcol + xp.y];
         }
+#if NORM
+        ss_$c += dot(xa_$c, xa_$c) + dot(xb_$c, xb_$c);
+        xa_$c *= src{{G}}[g0 + 8u * u + xp.x];
+        xb_$c *= src{{G}}[g0 + 8u * u + xp.y];
+#endif
 #if Q8X
         let xq_$c = quantx(xa_$c, xb_$c);
 #else
@@ -222,10 +245,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
 #endunroll
 #endunroll
+#if NORM
+#unroll c NC
+    put(NS + $cu, ss_$c, slot, leader);
+#endunroll
+#endif
 #if SUBGROUP
     // One partial per subgroup and sum; lane k adds sum k's partials.
     workgroupBarrier();
-    if (lid < NS) {
+    if (lid < NSUM) {
         var t = red[lid * WG];
         for (var i = 1u; i < n_sg; i++) {
             t += red[lid * WG + i];
@@ -237,7 +265,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     workgroupBarrier();
     for (var s = WG / 2u; s > 0u; s = s / 2u) {
         if (lid < s) {
-            for (var k = 0u; k < NS; k++) {
+            for (var k = 0u; k < NSUM; k++) {
                 red[k * WG + lid] += red[k * WG + lid + s];
             }
         }
@@ -249,25 +277,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let c = lid % NC;
     if (r < rows && c < n_cols) {
         let o = vec4<u32>(m0 + r, c, i2, i3);
+#if NORM
+        let y = red[(r * NC + c) * WG] / sqrt(red[(NS + c) * WG] / f32(op_u(0u)) + op_f(7u));
+#else
         let y = red[(r * NC + c) * WG];
+#endif
 #if ADD
-        store_dst(t_idx(3u, o), y + load_src2(t_idx(2u, o)));
+        store_dst(t_idx({{D}}u, o), y + load_src2(t_idx(2u, o)));
 #else
 #if QKV
         if (wsel == 0u) {
-            src4[t_idx(4u, o)] = y;
+            src{{OQ}}[t_idx({{OQ}}u, o)] = y;
         } else if (wsel == 1u) {
-            src5[t_idx(5u, o)] = y;
+            src{{OK}}[t_idx({{OK}}u, o)] = y;
         } else {
-            store_dst(t_idx(6u, o), y);
+            store_dst(t_idx({{D}}u, o), y);
         }
 #else
 #if GLU
         let x = y;
-        let g = red[((RPW + r) * NC + c) * WG];
-        store_dst(t_idx(3u, o), {{EXPR}});
+#if NORM
+        let g = red[((RPW + r) * NC + c) * WG] / sqrt(red[(NS + c) * WG] / f32(op_u(0u)) + op_f(7u));
 #else
-        store_dst(t_idx(2u, o), y);
+        let g = red[((RPW + r) * NC + c) * WG];
+#endif
+        store_dst(t_idx({{D}}u, o), {{EXPR}});
+#else
+        store_dst(t_idx({{D}}u, o), y);
 #endif
 #endif
 #endif

@@ -20,10 +20,16 @@
 //!   QKV, anchored at the third (attention input of every block: three dispatches become one).
 //! - q/k rope: two f32 ropes at the same positions with the same parameters (normal or neox),
 //!   nothing reading the first before the second → `rope.wgsl` with PAIR, anchored at the second.
+//! - norm into mat-vec: `mul(rms_norm(h), w)` read only by the products of a q/k/v or gate/up
+//!   fusion, or by one mat-vec product → `mul_mat_vec.wgsl` with NORM: the products read h and
+//!   compute the norm themselves (every pre-norm block's two norms and the output norm: the
+//!   norm's dispatch disappears). It takes over the norm × weight fusion above, whose nodes it
+//!   absorbs, when both match.
 
 use wgllm_core::op::BinaryOp;
 use wgllm_core::{DType, Graph, Op, Result, TensorId};
 
+use super::matmul::VecNorm;
 use super::{matmul, nn, plan_node, validate, Ctx, Dispatch};
 use crate::device::Capabilities;
 use crate::shaders::NormKind;
@@ -46,30 +52,40 @@ pub(crate) fn plan_graph(graph: &Graph, caps: &Capabilities) -> Result<Planned> 
     for t in graph.outputs() {
         uses[t.index()] += 1;
     }
-    // Find every pattern first: absorbed nodes come before their anchor.
-    let mut absorbed = vec![false; uses.len()];
+    // Find every pattern first: absorbed nodes come before their anchor. A later pattern may
+    // take over an earlier one whole (a norm × weight fused into the products that read it):
+    // each of its parts is free, or an anchor all of whose parts it takes too, or absorbed by
+    // such an anchor.
+    let mut absorber: Vec<Option<TensorId>> = vec![None; uses.len()];
     let mut anchored = vec![None; uses.len()];
+    let mut parts_of: Vec<Vec<TensorId>> = vec![Vec::new(); uses.len()];
     let mut late_reads = Vec::new();
     for t in graph.ids() {
         let ctx = ctx(graph, t, caps)?;
-        if let Some((parts, dispatches)) = fused(&ctx, &uses)? {
-            if parts
-                .iter()
-                .all(|p| !absorbed[p.index()] && anchored[p.index()].is_none())
-            {
-                validate(&ctx, &dispatches)?;
-                for p in parts {
-                    absorbed[p.index()] = true;
-                    let srcs = graph.node(p).srcs.iter().flatten();
-                    late_reads.extend(srcs.map(|&s| (s, t)));
-                }
-                anchored[t.index()] = Some(dispatches);
-            }
+        let Some((parts, dispatches)) = fused(&ctx, &uses)? else {
+            continue;
+        };
+        let free = |p: &TensorId| match (absorber[p.index()], &anchored[p.index()]) {
+            (Some(by), _) => parts.contains(&by),
+            (None, Some(_)) => parts_of[p.index()].iter().all(|q| parts.contains(q)),
+            (None, None) => true,
+        };
+        if !parts.iter().all(free) {
+            continue;
         }
+        validate(&ctx, &dispatches)?;
+        for &p in &parts {
+            anchored[p.index()] = None;
+            absorber[p.index()] = Some(t);
+            let srcs = graph.node(p).srcs.iter().flatten();
+            late_reads.extend(srcs.map(|&s| (s, t)));
+        }
+        anchored[t.index()] = Some(dispatches);
+        parts_of[t.index()] = parts;
     }
     let mut out = Vec::new();
     for t in graph.ids() {
-        if absorbed[t.index()] {
+        if absorber[t.index()].is_some() {
             continue;
         }
         match anchored[t.index()].take() {
@@ -109,11 +125,25 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
             return Ok(None);
         }
         let (gate, up) = (ctx(g, a, anchor.caps)?, ctx(g, b, anchor.caps)?);
-        let d = matmul::mul_mat_vec_glu(&gate, &up, expr, anchor.out())?;
+        if let Some((mut parts, norm)) = norm_input(&gate, &[a, b], uses)? {
+            if let Some(d) = matmul::mul_mat_vec_glu(&gate, &up, expr, anchor.out(), Some(&norm))? {
+                parts.extend([a, b]);
+                return Ok(Some((parts, d)));
+            }
+        }
+        let d = matmul::mul_mat_vec_glu(&gate, &up, expr, anchor.out(), None)?;
         return Ok(d.map(|d| (vec![a, b], d)));
     }
     if anchor.node.op == Op::MulMat {
-        return qkv(anchor);
+        if let Some(found) = qkv(anchor, uses)? {
+            return Ok(Some(found));
+        }
+        // A lone product of a norm × weight that nothing else reads (the output head).
+        let Some((parts, norm)) = norm_input(anchor, &[anchor.id], uses)? else {
+            return Ok(None);
+        };
+        let d = matmul::mul_mat_vec_norm(anchor, &norm)?;
+        return Ok(d.map(|d| (parts, d)));
     }
     if let Op::Rope(p) = &anchor.node.op {
         return rope_pair(anchor, p);
@@ -159,8 +189,9 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
 }
 
 /// The q/k/v pattern anchored at the product `v`: exactly two earlier products of the same
-/// activation, which no dispatch between the first of them and `v` reads.
-fn qkv(v: &Ctx) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+/// activation, which no dispatch between the first of them and `v` reads; with the norm ×
+/// weight computing that activation when nothing else reads it.
+fn qkv(v: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
     let g = v.graph;
     let x = v.node.src(1)?;
     let earlier: Vec<TensorId> = g
@@ -175,8 +206,43 @@ fn qkv(v: &Ctx) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
         return Ok(None);
     }
     let (qc, kc) = (ctx(g, q, v.caps)?, ctx(g, k, v.caps)?);
-    let d = matmul::mul_mat_vec_qkv(&qc, &kc, v)?;
+    if let Some((mut parts, norm)) = norm_input(v, &[q, k, v.id], uses)? {
+        if let Some(d) = matmul::mul_mat_vec_qkv(&qc, &kc, v, Some(&norm))? {
+            parts.extend([q, k]);
+            return Ok(Some((parts, d)));
+        }
+    }
+    let d = matmul::mul_mat_vec_qkv(&qc, &kc, v, None)?;
     Ok(d.map(|d| (vec![q, k], d)))
+}
+
+/// The RMS norm × weight that computes the activations of product `mm` (its context), when
+/// the `products` (`mm` among them, each reading it once) are all that read it: the nodes it
+/// absorbs (the mul and the norm) and the norm to fuse into the products.
+fn norm_input(
+    mm: &Ctx,
+    products: &[TensorId],
+    uses: &[usize],
+) -> Result<Option<(Vec<TensorId>, VecNorm)>> {
+    let g = mm.graph;
+    let x = mm.node.src(1)?;
+    let (Op::Binary(BinaryOp::Mul), Ok(norm)) = (&g.node(x).op, g.node(x).src(0)) else {
+        return Ok(None);
+    };
+    let Op::RmsNorm { eps } = g.node(norm).op else {
+        return Ok(None);
+    };
+    let only = |t: TensorId, n: usize| uses[t.index()] == n && !g.outputs().contains(&t);
+    if !only(x, products.len()) || !only(norm, 1) {
+        return Ok(None);
+    }
+    let mul = ctx(g, x, mm.caps)?;
+    let h = ctx(g, norm, mm.caps)?.src(0)?;
+    let w = mul.src(1)?;
+    if h.dtype != DType::F32 || mul.out().layout.ne != h.layout.ne {
+        return Ok(None);
+    }
+    Ok(Some((vec![norm, x], VecNorm { h, g: w, eps })))
 }
 
 /// The rope pair anchored at the rope `k`: the latest earlier rope at the same positions, which

@@ -7,7 +7,7 @@ use wgllm_core::{DType, Result};
 
 use super::rows::QUANTS;
 use super::{windows, Ctx, Dispatch, Operand};
-use crate::shaders::{Kernel, PipelineKey, VecEpilogue, OP_WORDS};
+use crate::shaders::{Kernel, PipelineKey, VecEpilogue, VecSlots, OP_WORDS};
 
 /// Invocations per mul_mat workgroup (a power of two: the reduction halves it).
 const WG: u32 = 64;
@@ -97,7 +97,7 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
             false => &VEC_COLS[..1],
         };
         return match cols.iter().copied().find(|&c| u64::from(c) >= n) {
-            Some(nc) => mul_mat_vec(ctx, &a, &b, &dst, None, nc),
+            Some(nc) => mul_mat_vec(ctx, &a, &b, &dst, None, nc, None),
             None => mul_mat_tiled(ctx, &a, &b, &dst),
         };
     }
@@ -175,18 +175,22 @@ fn vec_key(
     units: u64,
     m: u64,
     (subgroups, int8): (bool, bool),
+    norm: bool,
 ) -> PipelineKey {
     let nw = match epilogue {
         VecEpilogue::Glu { .. } => 2,
         _ => 1,
     };
     let (wg, rpw) = vec_shape(units, m, nc, nw);
-    let dtypes = match epilogue {
+    let mut dtypes = match epilogue {
         VecEpilogue::None => vec![a, DType::F32, DType::F32],
         VecEpilogue::Add => vec![a, DType::F32, DType::F32, DType::F32],
         VecEpilogue::Glu { .. } => vec![a, DType::F32, a, DType::F32],
         VecEpilogue::Qkv => vec![a, DType::F32, a, a, DType::F32, DType::F32, DType::F32],
     };
+    if norm {
+        dtypes.insert(VecSlots::new(epilogue, true).g, DType::F32);
+    }
     PipelineKey {
         kernel: Kernel::MulMatVec {
             nc,
@@ -194,9 +198,39 @@ fn vec_key(
             epilogue,
             subgroups,
             q8x: int8 && int8_activations(a),
+            norm,
         },
         dtypes,
         wg,
+    }
+}
+
+/// An RMS norm fused in front of mat-vec products: they take `rms_norm(h, eps) · g` for the
+/// activations (see `mul_mat_vec.wgsl`'s NORM).
+pub(super) struct VecNorm {
+    pub h: Operand,
+    pub g: Operand,
+    pub eps: f32,
+}
+
+impl VecNorm {
+    /// Whether the kernel can read h in place of the activations `x` (same extents, the same
+    /// vec4 binding) and g as vec4s: one f32 row of x's width from a 16-byte aligned start.
+    fn fits(&self, ctx: &Ctx, w: &Operand, x: &Operand) -> bool {
+        let g = &self.g.layout;
+        self.h.layout.ne == x.layout.ne
+            && unit_path(ctx, w, &self.h)
+            && self.g.dtype == DType::F32
+            && g.ne == [x.layout.ne[0], 1, 1, 1]
+            && g.nb[0] == 4
+            && g.offset.is_multiple_of(16)
+    }
+
+    /// `operands` with h for the activations and g in its slot; `op` with eps.
+    fn apply(&self, epilogue: VecEpilogue, operands: &mut Vec<Operand>, op: &mut [u32; OP_WORDS]) {
+        operands[1] = self.h.clone();
+        operands.insert(VecSlots::new(epilogue, true).g, self.g.clone());
+        op[7] = self.eps.to_bits();
     }
 }
 
@@ -230,7 +264,12 @@ fn unit_decoded(d: DType) -> bool {
 /// The mul_mat nodes `q`, `k`, `v` (their contexts) as one mat-vec dispatch writing all three
 /// results: the same activation (at most 8 columns, no batches), weights of one dtype with a
 /// part decoder and one row length, each fitting a binding; `None` when they do not qualify.
-pub(super) fn mul_mat_vec_qkv(q: &Ctx, k: &Ctx, v: &Ctx) -> Result<Option<Vec<Dispatch>>> {
+pub(super) fn mul_mat_vec_qkv(
+    q: &Ctx,
+    k: &Ctx,
+    v: &Ctx,
+    norm: Option<&VecNorm>,
+) -> Result<Option<Vec<Dispatch>>> {
     let x = q.src(1)?;
     let (wq, wk, wv) = (q.src(0)?, k.src(0)?, v.src(0)?);
     let n = x.layout.ne[1];
@@ -245,7 +284,8 @@ pub(super) fn mul_mat_vec_qkv(q: &Ctx, k: &Ctx, v: &Ctx) -> Result<Option<Vec<Di
         && [&wq, &wk, &wv, &x].into_iter().all(plain)
         && [(q, &wq), (k, &wk), (v, &wv)]
             .iter()
-            .all(|(c, w)| unit_path(c, w, &x) && windows::fits(c, w));
+            .all(|(c, w)| unit_path(c, w, &x) && windows::fits(c, w))
+        && norm.is_none_or(|nm| nm.fits(q, &wq, &x));
     let nc = VEC_COLS.into_iter().find(|&c| u64::from(c) >= n);
     let (Some(nc), true) = (nc, ok) else {
         return Ok(None);
@@ -259,14 +299,19 @@ pub(super) fn mul_mat_vec_qkv(q: &Ctx, k: &Ctx, v: &Ctx) -> Result<Option<Vec<Di
         ea[0] / 32,
         rows.iter().sum(),
         (q.caps.subgroups, q.caps.int8_activations),
+        norm.is_some(),
     );
     let rpw = vec_rpw(&key);
     let mut op = product_words(q, ea, eb, rows[0], rows[1])?;
     op[6] = q.items(rows[2])?;
     let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
+    let mut operands = vec![wq, x, wk, wv, q.out(), k.out(), v.out()];
+    if let Some(nm) = norm {
+        nm.apply(VecEpilogue::Qkv, &mut operands, &mut op);
+    }
     Ok(Some(vec![Dispatch {
         key,
-        operands: vec![wq, x, wk, wv, q.out(), k.out(), v.out()],
+        operands,
         op_words: op,
         items: q.items(rows.iter().sum::<u64>() * n)?,
         groups: q.grid(groups, 1)?,
@@ -281,6 +326,7 @@ pub(super) fn mul_mat_vec_glu(
     up: &Ctx,
     expr: &'static str,
     dst: Operand,
+    norm: Option<&VecNorm>,
 ) -> Result<Option<Vec<Dispatch>>> {
     let (wg, x, wu) = (gate.src(0)?, gate.src(1)?, up.src(0)?);
     let n = x.layout.ne[1];
@@ -294,7 +340,8 @@ pub(super) fn mul_mat_vec_glu(
         && unit_path(gate, &wg, &x)
         && unit_path(up, &wu, &x)
         && windows::fits(gate, &wg)
-        && windows::fits(up, &wu);
+        && windows::fits(up, &wu)
+        && norm.is_none_or(|nm| nm.fits(gate, &wg, &x));
     let Some(nc) = VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) else {
         return Ok(None);
     };
@@ -303,19 +350,25 @@ pub(super) fn mul_mat_vec_glu(
     }
     let (ea, eb) = (wg.layout.ne, x.layout.ne);
     let m = ea[1];
-    let op = product_words(gate, ea, eb, m, 0)?;
+    let mut op = product_words(gate, ea, eb, m, 0)?;
+    let epilogue = VecEpilogue::Glu { expr };
     let key = vec_key(
         wg.dtype,
         nc,
-        VecEpilogue::Glu { expr },
+        epilogue,
         ea[0] / 32,
         m,
         (gate.caps.subgroups, gate.caps.int8_activations),
+        norm.is_some(),
     );
     let rpw = vec_rpw(&key);
+    let mut operands = vec![wg, x, wu, dst];
+    if let Some(nm) = norm {
+        nm.apply(epilogue, &mut operands, &mut op);
+    }
     Ok(Some(vec![Dispatch {
         key,
-        operands: vec![wg, x, wu, dst],
+        operands,
         op_words: op,
         items: gate.items(m * eb[1] * eb[2] * eb[3])?,
         groups: gate.grid(m.div_ceil(rpw), eb[2] * eb[3])?,
@@ -340,7 +393,23 @@ pub(super) fn mul_mat_vec_add(
         && unit_path(mm, &a, &b)
         && (unit_decoded(a.dtype) || n == 1);
     match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
-        Some(nc) if ok => mul_mat_vec(mm, &a, &b, &dst, Some(&residual), nc).map(Some),
+        Some(nc) if ok => mul_mat_vec(mm, &a, &b, &dst, Some(&residual), nc, None).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// The mul_mat node `mm` (its context) of activations `rms_norm(h) · g` as one mat-vec
+/// dispatch per weight window with the norm fused in; `None` when they do not qualify.
+pub(super) fn mul_mat_vec_norm(mm: &Ctx, norm: &VecNorm) -> Result<Option<Vec<Dispatch>>> {
+    let (a, b, dst) = (mm.src(0)?, mm.src(1)?, mm.out());
+    let n = b.layout.ne[1];
+    let ok = dst.dtype == DType::F32
+        && b.dtype == DType::F32
+        && unit_path(mm, &a, &b)
+        && unit_decoded(a.dtype)
+        && norm.fits(mm, &a, &b);
+    match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
+        Some(nc) if ok => mul_mat_vec(mm, &a, &b, &dst, None, nc, Some(norm)).map(Some),
         _ => Ok(None),
     }
 }
@@ -354,6 +423,7 @@ fn mul_mat_vec(
     dst: &Operand,
     residual: Option<&Operand>,
     nc: u32,
+    norm: Option<&VecNorm>,
 ) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
     let epilogue = match residual {
@@ -364,12 +434,12 @@ fn mul_mat_vec(
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
         let flags = (ctx.caps.subgroups, ctx.caps.int8_activations);
-        let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32, m, flags);
+        let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32, m, flags, norm.is_some());
         let rpw = vec_rpw(&key);
         let mut d = dst.clone();
         d.layout.ne[0] = m;
         d.layout.offset += w.first_row * d.layout.nb[0];
-        let op = product_words(ctx, ea, eb, m, 0)?;
+        let mut op = product_words(ctx, ea, eb, m, 0)?;
         let mut operands = vec![w.operand, b.clone()];
         if let Some(r) = residual {
             let mut r = r.clone();
@@ -378,6 +448,9 @@ fn mul_mat_vec(
             operands.push(r);
         }
         operands.push(d);
+        if let Some(nm) = norm {
+            nm.apply(epilogue, &mut operands, &mut op);
+        }
         out.push(Dispatch {
             key,
             operands,
@@ -488,14 +561,20 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             (100, 4096, (true, false)),
             (1000, 14336, (false, false)),
         ] {
-            let mut add = |e| keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, units, m, f)));
-            add(VecEpilogue::None);
-            add(VecEpilogue::Add);
+            let mut add = |e, norm| {
+                keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, units, m, f, norm)));
+            };
+            add(VecEpilogue::None, false);
+            add(VecEpilogue::Add, false);
             if unit_decoded(a) {
-                add(VecEpilogue::Glu {
+                let glu = VecEpilogue::Glu {
                     expr: super::nn::glu_expr(wgllm_core::op::GluOp::Swiglu).0,
-                });
-                add(VecEpilogue::Qkv);
+                };
+                for norm in [false, true] {
+                    add(glu, norm);
+                    add(VecEpilogue::Qkv, norm);
+                }
+                add(VecEpilogue::None, true);
             }
         }
         keys.push(tiled_key(a));

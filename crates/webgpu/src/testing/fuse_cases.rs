@@ -207,6 +207,89 @@ fn qkv_cases(out: &mut Vec<Case>) {
     ));
 }
 
+/// Which products read the normed activations in a norm-prologue case.
+#[derive(Clone, Copy, Debug)]
+enum Readers {
+    /// One product (an output head).
+    One,
+    /// Gate and up of a GLU.
+    Glu,
+    /// q, k and v.
+    Qkv,
+}
+
+/// `rms_norm(h) · g` read by `readers` products of weights `wt` (rows `m`, or m, m/4, m/4 for
+/// q/k/v), fused into them; `also_read`: the normed activations are also an output, which
+/// keeps the norm a dispatch of its own.
+fn norm_product_case(readers: Readers, wt: DType, k: u64, m: u64, n: u64, also_read: bool) -> Case {
+    let miss = if also_read {
+        ", normed activations also an output (unfused)"
+    } else {
+        ""
+    };
+    let desc =
+        format!("FUSED rms_norm x weight into {readers:?} mul_mat {wt} k={k} m={m} n={n}{miss}");
+    case("FUSED_NORM_MAT_VEC", desc, MATMUL, move |g, rng| {
+        let mut b = Built::default();
+        let h = input(g, rng, &mut b, DType::F32, [k, n, 1, 1], -2.0, 2.0)?;
+        let w = weight(g, rng, DType::F32, [k, 1, 1, 1])?;
+        let normed = g.rms_norm(h, 1e-5)?;
+        let x = g.mul(normed, w)?;
+        let product = |g: &mut wgllm_core::Graph, rng: &mut super::Rng, m: u64| {
+            let w = weight(g, rng, wt, [k, m, 1, 1])?;
+            g.mul_mat(w, x)
+        };
+        let outs = match readers {
+            Readers::One => vec![product(g, rng, m)?],
+            Readers::Glu => {
+                let gate = product(g, rng, m)?;
+                let up = product(g, rng, m)?;
+                vec![g.glu_split(gate, up, GluOp::Swiglu)?]
+            }
+            Readers::Qkv => {
+                let ys = [m, m / 4, m / 4].map(|m| product(g, rng, m));
+                let mut outs = Vec::new();
+                for y in ys {
+                    outs.push(g.scale(y?, 2.0, 0.0)?);
+                }
+                outs
+            }
+        };
+        for y in outs {
+            g.mark_output(y)?;
+        }
+        if also_read {
+            g.mark_output(x)?;
+        }
+        Ok(b)
+    })
+}
+
+fn norm_product_cases(out: &mut Vec<Case>) {
+    for (readers, wt, k, m, n) in [
+        (Readers::One, DType::Q4_0, 256u64, 40u64, 1u64),
+        (Readers::One, DType::F16, 96, 1100, 3),
+        (Readers::One, DType::Q6_K, 512, 33, 8),
+        (Readers::Glu, DType::Q4_K, 256, 20, 1),
+        (Readers::Glu, DType::Q8_0, 1088, 13, 2),
+        (Readers::Glu, DType::F32, 64, 17, 5),
+        (Readers::Qkv, DType::Q4_1, 128, 64, 1),
+        (Readers::Qkv, DType::Q5_0, 64, 1100, 1),
+        (Readers::Qkv, DType::BF16, 96, 36, 4),
+    ] {
+        out.push(norm_product_case(readers, wt, k, m, n, false));
+    }
+    out.push(norm_product_case(
+        Readers::Qkv,
+        DType::Q4_0,
+        64,
+        32,
+        1,
+        true,
+    ));
+    out.push(norm_product_case(Readers::One, DType::Q8_0, 64, 8, 2, true));
+}
+
 /// Rope tolerance as the ROPE cases': GPU sin/cos are not correctly rounded.
 const ROPE_NMSE: f64 = 1e-7;
 
@@ -263,5 +346,6 @@ pub(super) fn add(out: &mut Vec<Case>) {
     mat_vec_add_cases(out);
     glu_cases(out);
     qkv_cases(out);
+    norm_product_cases(out);
     rope_pair_cases(out);
 }
