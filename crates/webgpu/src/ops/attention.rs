@@ -19,9 +19,10 @@ const WG_COMBINE: u32 = 256;
 /// Query rows up to which the vec kernel runs.
 const VEC_MAX_Q: u64 = 8;
 /// Largest head size of the vec kernel, and most output values (heads · dv) a workgroup keeps
-/// (each lane holds heads · dv / 64 of them in registers).
+/// (each lane holds heads · dv / 64 of them in registers, beside a step's 16 K/V loads: 8
+/// heads of 128 would be 128 accumulators a lane, past what registers hold without spilling).
 const VEC_MAX_HEAD: u64 = 256;
-const VEC_MAX_OUT: u64 = 1024;
+const VEC_MAX_OUT: u64 = 512;
 /// Most query heads a vec workgroup takes.
 const VEC_MAX_HEADS: u64 = 8;
 /// Steps of keys a vec split takes at least, so its fixed costs (loading q, merging octets,
@@ -324,7 +325,13 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 ));
                 keys.push(combine_key(sinks, dv));
             }
-            for (d, dv, heads) in [(40, 40, 7), (128, 128, 8), (256, 256, 4), (192, 128, 1)] {
+            for (d, dv, heads) in [
+                (40, 40, 7),
+                (128, 128, 4),
+                (64, 64, 8),
+                (256, 256, 2),
+                (192, 128, 1),
+            ] {
                 for split in [false, true] {
                     keys.push(vec_key(
                         DType::F16,
