@@ -40,13 +40,16 @@ const COPY: &str = include_str!("kernels/copy.wgsl");
 pub(crate) const PARAM_WORDS: usize = 128;
 /// Bytes of one parameter slot.
 pub(crate) const PARAM_BYTES: u64 = PARAM_WORDS as u64 * 4;
-/// Storage bindings one kernel may have (each has a 12-word descriptor).
-pub(crate) const MAX_BINDINGS: usize = 8;
+/// Storage bindings one kernel may have (each has a 12-word descriptor). Kernels with more than
+/// WebGPU's default 8 storage buffers per stage are only planned where the device allows them
+/// (the fused KV store).
+pub(crate) const MAX_BINDINGS: usize = 9;
 /// First word of the op's own parameters, and how many there are.
 pub(crate) const OP_WORD: usize = 12 * MAX_BINDINGS;
 pub(crate) const OP_WORDS: usize = 12;
 /// Word holding the number of work items.
 pub(crate) const ITEMS_WORD: usize = OP_WORD + OP_WORDS;
+const _: () = assert!(ITEMS_WORD < PARAM_WORDS, "the parameter slot is too small");
 /// Output columns per workgroup of `flash_attn_combine.wgsl`, and the most splits it merges.
 pub(crate) const COMBINE_COLS: u32 = 32;
 pub(crate) const COMBINE_MAX_SPLITS: u32 = 512;
@@ -96,6 +99,8 @@ pub enum Kernel {
         mode: RopeMode,
         freq_factors: bool,
         pair: bool,
+        /// With `pair`: k into the K cache and v into the V cache at the step's rows.
+        kv: bool,
     },
     /// `flash_attn.wgsl`, one workgroup per query row and head (per split of its keys when
     /// `split`): which optional sources are bound, the K head size `d` and the V head size `dv`.
@@ -519,9 +524,18 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             mode,
             freq_factors,
             pair,
+            kv,
         } => {
             if pair {
                 flags.push("PAIR");
+            }
+            if kv {
+                flags.push("KV");
+                if key.dtypes.get(5) == Some(&DType::I64) {
+                    flags.push("IDX_I64");
+                }
+                let cache = key.dtypes.get(7).copied().unwrap_or(DType::F32);
+                vars.push(("KT", wgsl_elem(cache).unwrap_or("f32").to_string()));
             }
             flags.extend(match mode {
                 RopeMode::Normal => &[][..],

@@ -297,6 +297,37 @@ fn fusions_plan_one_dispatch_per_pattern() {
         "an output normed row stays a dispatch"
     );
     assert_eq!(norm_into(3, true), 2, "... also before q/k/v");
+
+    // q/k rope and the K and V cache stores of an attention input: one dispatch.
+    let kv = |k_output: bool| {
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, [16, 8, 1, 1]).unwrap();
+        let k = g.input("k", DType::F32, [16, 2, 1, 1]).unwrap();
+        let v = g.input("v", DType::F32, [32, 1, 1, 1]).unwrap();
+        let pos = g.input("pos", DType::I32, [1, 1, 1, 1]).unwrap();
+        let idx = g.input("idx", DType::I64, [1, 1, 1, 1]).unwrap();
+        let ck = g.state("ck", DType::F16, [32, 8, 1, 1]).unwrap();
+        let cv = g.state("cv", DType::F16, [32, 8, 1, 1]).unwrap();
+        let p = wgllm_core::op::RopeParams::new(wgllm_core::op::RopeMode::Normal, 16);
+        let rq = g.rope(q, pos, None, p).unwrap();
+        let rk = g.rope(k, pos, None, p).unwrap();
+        let rows = g.reshape(rk, [32, 1, 1, 1]).unwrap();
+        let sk = g.set_rows(ck, rows, idx).unwrap();
+        let sv = g.set_rows(cv, v, idx).unwrap();
+        for t in [rq, sk, sv] {
+            g.mark_output(t).unwrap();
+        }
+        if k_output {
+            g.mark_output(rk).unwrap();
+        }
+        count(&g)
+    };
+    assert_eq!(kv(false), 1, "rope pair and KV stores");
+    assert_eq!(
+        kv(true),
+        3,
+        "rotated k an output: the rope pair and two stores"
+    );
 }
 
 /// With `int8_activations` the quantized mat-vecs round their activations to int8: every

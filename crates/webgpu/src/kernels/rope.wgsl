@@ -8,9 +8,13 @@
 // Bindings: src0 = x, src1 = positions (i32; 4 sections of n_tokens for MROPE), src2 =
 // frequency factors, dst. PAIR (f32, normal and neox modes): a second tensor at the same
 // positions in the same dispatch (q and k): src0 → src3 for the first op_u(8) items, src4 →
-// dst (binding 5) for the rest. op_u: 0 = rot (rotated elements), 1 = slots per row, 8..11 =
-// sections; op_f: 2 = freq_scale, 3 = ext_factor, 4 = attn_factor, 5 = corr low, 6 = corr high,
-// 7 = theta_scale.
+// dst (binding 5) for the rest. KV (with PAIR): the step's K and V rows go straight into the
+// caches: the first op_u(8) items rotate q (src0 → src3), the next op_u(9) rotate k (src4)
+// into the K cache (src7, f32 or f16) at row src5[token] (i32, or i64 as word pairs), and the
+// rest copy two values each of v (src6, [kv_row, tokens]) into the V cache (dst) at the same
+// rows; a k head h of a token lands at elements h·head_dim.. of its cache row.
+// op_u: 0 = rot (rotated elements), 1 = slots per row, 8..11 = sections; op_f: 2 = freq_scale,
+// 3 = ext_factor, 4 = attn_factor, 5 = corr low, 6 = corr high, 7 = theta_scale.
 
 fn rope_yarn(theta_extrap: f32, k: u32) -> vec2<f32> {
     let freq_scale = op_f(2u);
@@ -83,11 +87,25 @@ fn ldx(i: u32) -> f32 {
 
 fn stx(i: u32, v: f32) {
     if (second) {
+#if KV
+        src7[i] = {{KT}}(v);
+#else
         dst[i] = v;
+#endif
     } else {
         src3[i] = v;
     }
 }
+#if KV
+fn cache_row(token: u32) -> u32 {
+    let i = t_idx(5u, vec4<u32>(token, 0u, 0u, 0u));
+#if IDX_I64
+    return src5[2u * i];
+#else
+    return u32(src5[i]);
+#endif
+}
+#endif
 #else
 fn ldx(i: u32) -> f32 {
     return load_src0(i);
@@ -106,6 +124,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         return;
     }
 #if PAIR
+#if KV
+    if (fall >= op_u(8u) + op_u(9u)) {
+        // Two values of v into the V cache.
+        let fv = fall - op_u(8u) - op_u(9u);
+        let half_row = (t_ne(6u, 0u) + 1u) / 2u;
+        let token = fv / half_row;
+        let e = 2u * (fv % half_row);
+        let vi = t_idx(6u, vec4<u32>(e, token, 0u, 0u));
+        let ci = t_idx(8u, vec4<u32>(e, cache_row(token), 0u, 0u));
+        store_dst(ci, src6[vi]);
+        if (e + 1u < t_ne(6u, 0u)) {
+            store_dst(ci + t_nb(8u, 0u), src6[vi + t_nb(6u, 0u)]);
+        }
+        return;
+    }
+#endif
     second = fall >= op_u(8u);
     let f = select(fall, fall - op_u(8u), second);
     let xb = select(0u, 4u, second);
@@ -124,9 +158,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let pairs = op_u(0u) / 2u;
     let ne0 = t_ne(xb, 0u);
     let src = t_idx(xb, r);
+#if KV
+    // k head r.y of token r.z: its place in the token's K cache row.
+    let od = select(t_idx(db, r), t_idx(7u, vec4<u32>(r.y * ne0, cache_row(r.z), 0u, 0u)), second);
+    let d0 = select(t_nb(db, 0u), t_nb(7u, 0u), second);
+#else
     let od = t_idx(db, r);
-    let s0 = t_nb(xb, 0u);
     let d0 = t_nb(db, 0u);
+#endif
+    let s0 = t_nb(xb, 0u);
     if (k >= pairs) {
         let e = 2u * k;
         stx(od + e * d0, ldx(src + e * s0));

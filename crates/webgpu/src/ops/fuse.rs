@@ -25,6 +25,10 @@
 //!   compute the norm themselves (every pre-norm block's two norms and the output norm: the
 //!   norm's dispatch disappears). It takes over the norm × weight fusion above, whose nodes it
 //!   absorbs, when both match.
+//! - KV store: a q/k rope pair whose k result only a set_rows into the K cache reads, and the
+//!   set_rows of v into the V cache at the same rows → `rope.wgsl` with PAIR and KV, anchored at
+//!   the v store, taking over the rope pair (the attention input of every block: three
+//!   dispatches become one). Needs 9 storage bindings per kernel (not WebGPU's default 8).
 
 use wgllm_core::op::BinaryOp;
 use wgllm_core::{DType, Graph, Op, Result, TensorId};
@@ -148,6 +152,9 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
     if let Op::Rope(p) = &anchor.node.op {
         return rope_pair(anchor, p);
     }
+    if anchor.node.op == Op::SetRows {
+        return kv_store(anchor, uses);
+    }
     let Op::Binary(op) = anchor.node.op else {
         return Ok(None);
     };
@@ -266,6 +273,48 @@ fn rope_pair(
     }
     let d = nn::rope_pair(&ctx(g, q, k.caps)?, k, p)?;
     Ok(d.map(|d| (vec![q], d)))
+}
+
+/// The attention input anchored at the set_rows `cv` of v into the V cache: the latest earlier
+/// set_rows `ck` with the same row indices stores a rope `rk` (through a reshape, nothing else
+/// reading either), which pairs with the latest earlier rope `rq` at the same positions; no
+/// dispatch between `rq` and `cv` reads `rq` or `ck`. One dispatch rotates q, and writes k's
+/// rotated rows and v's rows into the caches.
+fn kv_store(cv: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+    let g = cv.graph;
+    let idx = cv.node.src(2)?;
+    let ck = g
+        .ids()
+        .take(cv.id.index())
+        .filter(|&t| g.node(t).op == Op::SetRows && g.node(t).src(2).ok() == Some(idx))
+        .last();
+    let Some(ck) = ck else {
+        return Ok(None);
+    };
+    let rows = g.node(ck).src(1)?;
+    let rk = g.root(rows);
+    let Op::Rope(p) = &g.node(rk).op else {
+        return Ok(None);
+    };
+    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
+    if !private(rk) || !private(rows) || g.node(rows).op != Op::Reshape {
+        return Ok(None);
+    }
+    let pos = g.node(rk).src(1)?;
+    let rq = g
+        .ids()
+        .take(rk.index())
+        .filter(|&t| matches!(g.node(t).op, Op::Rope(_)) && g.node(t).src(1).ok() == Some(pos))
+        .last();
+    let Some(rq) = rq else {
+        return Ok(None);
+    };
+    if read_before(g, &[rq, ck], cv.id) {
+        return Ok(None);
+    }
+    let (q, k) = (ctx(g, rq, cv.caps)?, ctx(g, rk, cv.caps)?);
+    let d = nn::rope_kv(&q, &k, &ctx(g, ck, cv.caps)?, cv, p)?;
+    Ok(d.map(|d| (vec![rq, rk, ck], d)))
 }
 
 /// Whether a dispatch after the first of `parts` and before `anchor`, other than the parts

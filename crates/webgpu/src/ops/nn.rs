@@ -191,21 +191,31 @@ pub(super) fn soft_max(ctx: &Ctx, scale: f32, max_bias: f32) -> Result<Vec<Dispa
     Ok(vec![per_row(ctx, key, operands, op)?])
 }
 
-fn rope_key(mode: RopeMode, freq_factors: bool, dtype: DType, pair: bool) -> PipelineKey {
+/// `kv`: the index and cache dtypes of a pair that stores k and v into caches.
+fn rope_key(
+    mode: RopeMode,
+    freq_factors: bool,
+    dtype: DType,
+    pair: bool,
+    kv: Option<(DType, DType)>,
+) -> PipelineKey {
     let mut dtypes = vec![
         dtype,
         DType::I32,
         if freq_factors { DType::F32 } else { dtype },
         dtype,
     ];
-    if pair {
-        dtypes.extend([dtype, dtype]);
+    match (pair, kv) {
+        (true, Some((idx, cache))) => dtypes.extend([dtype, idx, dtype, cache, cache]),
+        (true, None) => dtypes.extend([dtype, dtype]),
+        _ => {}
     }
     PipelineKey {
         kernel: Kernel::Rope {
             mode,
             freq_factors,
             pair,
+            kv: pair && kv.is_some(),
         },
         dtypes,
         wg: WG_ELEMENTWISE,
@@ -229,7 +239,7 @@ pub(super) fn rope(ctx: &Ctx, p: &RopeParams) -> Result<Vec<Dispatch>> {
     let (x, pos, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.out());
     let ff = ctx.node.opt_src(2).map(|_| ctx.src(2)).transpose()?;
     let (op, slots) = rope_words(ctx, p, &x, &pos, &dst, ff.as_ref())?;
-    let key = rope_key(p.mode, ff.is_some(), x.dtype, false);
+    let key = rope_key(p.mode, ff.is_some(), x.dtype, false, None);
     let items = slots * x.layout.nrows();
     let operands = vec![x, pos, ff.unwrap_or_else(|| Operand::absent(0)), dst];
     Ok(vec![ctx.per_item(key, operands, op, items)?])
@@ -238,6 +248,16 @@ pub(super) fn rope(ctx: &Ctx, p: &RopeParams) -> Result<Vec<Dispatch>> {
 /// The rope nodes `q` and `k` (their contexts: the same positions, frequency factors and
 /// parameters, f32, normal or neox mode) in one dispatch; `None` when they do not qualify.
 pub(super) fn rope_pair(q: &Ctx, k: &Ctx, p: &RopeParams) -> Result<Option<Vec<Dispatch>>> {
+    rope_pair_with(q, k, p, None)
+}
+
+/// [`rope_pair`], with k and v stored into caches when `kv` is given.
+fn rope_pair_with(
+    q: &Ctx,
+    k: &Ctx,
+    p: &RopeParams,
+    kv: Option<KvStore>,
+) -> Result<Option<Vec<Dispatch>>> {
     let same = q.node.src(1)? == k.node.src(1)?
         && q.node.opt_src(2) == k.node.opt_src(2)
         && q.node.op == k.node.op;
@@ -256,17 +276,79 @@ pub(super) fn rope_pair(q: &Ctx, k: &Ctx, p: &RopeParams) -> Result<Option<Vec<D
     }
     let first = slots * xq.layout.nrows();
     op[8] = q.items(first)?;
-    let key = rope_key(p.mode, ff.is_some(), DType::F32, true);
-    let operands = vec![
+    let stored = kv.as_ref().map(|s| (s.idx.dtype, s.cache_k.dtype));
+    let key = rope_key(p.mode, ff.is_some(), DType::F32, true, stored);
+    let mut operands = vec![
         xq,
         pos,
         ff.unwrap_or_else(|| Operand::absent(0)),
         q.out(),
         xk.clone(),
-        k.out(),
     ];
-    let items = first + slots * xk.layout.nrows();
+    let second = slots * xk.layout.nrows();
+    let mut items = first + second;
+    match kv {
+        None => operands.push(k.out()),
+        Some(s) => {
+            // Then two values of v per item.
+            op[9] = q.items(second)?;
+            let [row, n, _, _] = s.v.layout.ne;
+            items += n * row.div_ceil(2);
+            operands.extend([s.idx, s.v, s.cache_k, s.cache_v]);
+        }
+    }
     Ok(Some(vec![q.per_item(key, operands, op, items)?]))
+}
+
+/// The rope pair of `q` and `k` (contexts) whose k result only the set_rows `ck` reads (through
+/// a reshape to rows of `head_dim · heads`), and the set_rows `cv` of v with the same row
+/// indices, as one dispatch that rotates q, writes the rotated k rows into `ck`'s cache and v's
+/// rows into `cv`'s: f32 q, k, v, f32 or f16 caches of one dtype; `None` when they do not
+/// qualify or the device binds fewer than 9 storage buffers per kernel.
+pub(super) fn rope_kv(
+    q: &Ctx,
+    k: &Ctx,
+    ck: &Ctx,
+    cv: &Ctx,
+    p: &RopeParams,
+) -> Result<Option<Vec<Dispatch>>> {
+    let (xk, rows_k, idx, v) = (k.src(0)?, ck.src(1)?, cv.src(2)?, cv.src(1)?);
+    let (cache_k, cache_v) = (ck.out(), cv.out());
+    let [hd, heads, n, _] = xk.layout.ne;
+    let plain = |o: &Operand| o.layout.ne[2] == 1 && o.layout.ne[3] == 1;
+    let ok = ck.node.src(2)? == cv.node.src(2)?
+        && k.out().layout.is_contiguous(DType::F32)
+        && xk.layout.ne[3] == 1
+        && rows_k.layout.ne == [hd * heads, n, 1, 1]
+        && v.dtype == DType::F32
+        && v.layout.ne == [hd * heads, n, 1, 1]
+        && matches!(idx.dtype, DType::I32 | DType::I64)
+        && idx.layout.ne == [n, 1, 1, 1]
+        && cache_k.dtype == cache_v.dtype
+        && matches!(cache_k.dtype, DType::F32 | DType::F16)
+        && (cache_k.dtype == DType::F32 || q.caps.shader_f16)
+        && [&cache_k, &cache_v]
+            .iter()
+            .all(|c| plain(c) && c.layout.ne[0] == hd * heads)
+        && q.caps.limits.max_storage_buffers_per_shader_stage >= 9;
+    if !ok {
+        return Ok(None);
+    }
+    let store = KvStore {
+        idx,
+        v,
+        cache_k,
+        cache_v,
+    };
+    rope_pair_with(q, k, p, Some(store))
+}
+
+/// What a rope pair that stores k and v into caches binds besides q and k.
+struct KvStore {
+    idx: Operand,
+    v: Operand,
+    cache_k: Operand,
+    cache_v: Operand,
 }
 
 /// rope.wgsl's parameter words for `p` over `x`, and its slots per row.
@@ -338,9 +420,14 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             RopeMode::Vision,
         ] {
             for ff in [false, true] {
-                keys.push(rope_key(mode, ff, d, false));
+                keys.push(rope_key(mode, ff, d, false, None));
                 if d == DType::F32 && matches!(mode, RopeMode::Normal | RopeMode::Neox) {
-                    keys.push(rope_key(mode, ff, d, true));
+                    keys.push(rope_key(mode, ff, d, true, None));
+                    for idx in [DType::I32, DType::I64] {
+                        for cache in [DType::F32, DType::F16] {
+                            keys.push(rope_key(mode, ff, d, true, Some((idx, cache))));
+                        }
+                    }
                 }
             }
         }

@@ -459,7 +459,7 @@ fn get_rows_cases(out: &mut Vec<Case>) {
 }
 
 /// The first `k` values of a random permutation of `0..n`, as contiguous i32 or i64 bytes.
-fn distinct_rows(rng: &mut Rng, n: u64, k: usize, dtype: DType) -> Vec<u8> {
+pub(super) fn distinct_rows(rng: &mut Rng, n: u64, k: usize, dtype: DType) -> Vec<u8> {
     let mut p: Vec<u64> = (0..n).collect();
     for i in (1..p.len()).rev() {
         p.swap(i, rng.below(i as u64 + 1) as usize);

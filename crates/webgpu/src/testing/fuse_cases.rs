@@ -5,9 +5,9 @@
 use wgllm_core::op::{GluOp, RopeMode};
 use wgllm_core::DType;
 
-use super::cases::{case, input, weight, MATMUL};
+use super::cases::{case, distinct_rows, f16_tol, input, weight, MATMUL};
 use super::nn_cases::{freq_factors, rope_params};
-use super::{Built, Case};
+use super::{random_bytes, Built, Case};
 
 fn norm_mul_cases(out: &mut Vec<Case>) {
     for (rms, ne) in [(true, [64u64, 5, 2, 1]), (false, [96, 3, 1, 1])] {
@@ -340,6 +340,120 @@ fn rope_pair_cases(out: &mut Vec<Case>) {
     }
 }
 
+/// The attention input of a decode or prefill step: q and k roped at the step's positions, the
+/// rotated k (reshaped to rows of head_dim · heads) and v stored into K and V caches at the
+/// step's rows. `near_miss`: the rotated k is also an output, which keeps the stores apart.
+fn kv_store_case(
+    mode: RopeMode,
+    (hd, hq, hk, n): (u64, u64, u64, u64),
+    cache: DType,
+    idx_t: DType,
+    ff: bool,
+    near_miss: bool,
+) -> Case {
+    let miss = if near_miss {
+        ", rotated k also an output (unfused)"
+    } else {
+        ""
+    };
+    let desc = format!(
+        "FUSED rope of q and k {mode:?} head_dim={hd} heads {hq}/{hk} n={n} ff={ff} into {cache} \
+         caches by {idx_t}{miss}"
+    );
+    case(
+        "FUSED_KV_STORE",
+        desc,
+        f16_tol(cache, ROPE_NMSE),
+        move |g, rng| {
+            let mut b = Built::default();
+            let ctx = 9;
+            let row = hd * hk;
+            let q = input(g, rng, &mut b, DType::F32, [hd, hq, n, 1], -2.0, 2.0)?;
+            let k = input(g, rng, &mut b, DType::F32, [hd, hk, n, 1], -2.0, 2.0)?;
+            let v = input(g, rng, &mut b, DType::F32, [row, n, 1, 1], -2.0, 2.0)?;
+            let pos = input(g, rng, &mut b, DType::I32, [n, 1, 1, 1], 0.0, 50.0)?;
+            let idx = g.input("idx", idx_t, [n, 1, 1, 1])?;
+            b.inputs
+                .push((idx, distinct_rows(rng, ctx, n as usize, idx_t)));
+            let mut caches = Vec::new();
+            for name in ["cache_k", "cache_v"] {
+                let c = g.state(name, cache, [row, ctx, 1, 1])?;
+                b.states
+                    .push((c, random_bytes(rng, cache, row * ctx, -1.0, 1.0)?));
+                caches.push(c);
+            }
+            let f = freq_factors(g, rng, &mut b, hd as u32, ff)?;
+            let p = rope_params(mode, hd as u32, false);
+            let rq = g.rope(q, pos, f, p)?;
+            let rk = g.rope(k, pos, f, p)?;
+            let rows = g.reshape(rk, [row, n, 1, 1])?;
+            let ck = g.set_rows(caches[0], rows, idx)?;
+            let cv = g.set_rows(caches[1], v, idx)?;
+            // Read after the stores, as attention reads them.
+            for t in [rq, ck, cv] {
+                g.mark_output(t)?;
+            }
+            if near_miss {
+                g.mark_output(rk)?;
+            }
+            Ok(b)
+        },
+    )
+}
+
+fn kv_store_cases(out: &mut Vec<Case>) {
+    let llama = (16, 8, 2, 1);
+    out.push(kv_store_case(
+        RopeMode::Normal,
+        llama,
+        DType::F16,
+        DType::I64,
+        false,
+        false,
+    ));
+    out.push(kv_store_case(
+        RopeMode::Neox,
+        llama,
+        DType::F32,
+        DType::I32,
+        true,
+        false,
+    ));
+    out.push(kv_store_case(
+        RopeMode::Neox,
+        (32, 4, 4, 3),
+        DType::F16,
+        DType::I32,
+        false,
+        false,
+    ));
+    // Odd rows of v (one item copies the last value alone), prefill-sized steps.
+    out.push(kv_store_case(
+        RopeMode::Normal,
+        (10, 3, 1, 5),
+        DType::F32,
+        DType::I64,
+        true,
+        false,
+    ));
+    out.push(kv_store_case(
+        RopeMode::Neox,
+        (18, 2, 1, 7),
+        DType::F16,
+        DType::I64,
+        false,
+        false,
+    ));
+    out.push(kv_store_case(
+        RopeMode::Normal,
+        llama,
+        DType::F16,
+        DType::I64,
+        false,
+        true,
+    ));
+}
+
 /// Appends the fusion cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     norm_mul_cases(out);
@@ -348,4 +462,5 @@ pub(super) fn add(out: &mut Vec<Case>) {
     qkv_cases(out);
     norm_product_cases(out);
     rope_pair_cases(out);
+    kv_store_cases(out);
 }
