@@ -472,9 +472,17 @@ fn tiled_key(a: DType) -> PipelineKey {
 
 /// Fewest activation columns `mul_mat_coop.wgsl` takes (fewer go to the tiled kernel).
 const COOP_MIN_N: u64 = 16;
-/// Output tiles of 128 × 128 a product needs for the 128-column coop tiles; with fewer,
-/// 128 × 64 tiles keep more workgroups (two per compute unit of a large GPU: an H200 has 132).
-const COOP_WIDE_TILES: u64 = 256;
+/// Weight rows of a `mul_mat_coop.wgsl` tile.
+const COOP_BM: u64 = 256;
+/// Output tiles of 256 × 128 a product needs for the 128-column coop tiles: about one
+/// workgroup per compute unit of a large GPU (an H200 has 132, and a 256 × 128 workgroup's
+/// registers fill one); with fewer, 256 × 64 tiles keep twice as many workgroups.
+const COOP_WIDE_TILES: u64 = 128;
+/// Column tiles up to which `mul_mat_coop.wgsl` takes its tiles along n first (op word 6):
+/// the workgroups running at once then share each weight tile, which is read from memory
+/// about once instead of once per column tile, while so few columns' activations stay in
+/// cache. A 512-token prefill has 4 or 8 column tiles.
+const COOP_N_FIRST: u64 = 8;
 
 fn coop_key(a: DType, bn: u32) -> PipelineKey {
     PipelineKey {
@@ -484,18 +492,19 @@ fn coop_key(a: DType, bn: u32) -> PipelineKey {
     }
 }
 
-/// Workgroup memory of `mul_mat_coop.wgsl` with `bn`-column tiles: two f16 stages of 128
+/// Workgroup memory of `mul_mat_coop.wgsl` with `bn`-column tiles: one f16 step of 256
 /// weight rows and `bn` activation columns (rows of 40 halves), and one 16 × 16 f32
 /// accumulator per subgroup for edge tiles.
 fn coop_storage(bn: u32) -> u32 {
-    2 * (128 + bn) * 40 * 2 + 8 * 256 * 4
+    (256 + bn) * 40 * 2 + 8 * 256 * 4
 }
 
-/// The tile width `mul_mat_coop.wgsl` runs a product of `m` rows, `n` columns and `batches`
-/// into `dst` with, or `None` for the tiled kernel: the device has cooperative matrices enabled
-/// with 16 × 16 × 16 f16 × f16 + f32 among their configurations, f16 and subgroups of exactly
-/// 32 (8 per workgroup), the workgroup memory, and dst's rows are contiguous.
-fn coop_tile(ctx: &Ctx, dst: &Operand, m: u64, n: u64, batches: u64) -> Option<u32> {
+/// The tile width `mul_mat_coop.wgsl` runs a product of `m` rows of `k` weights, `n` columns
+/// and `batches` into `dst` with, or `None` for the tiled kernel: the device has cooperative
+/// matrices enabled with 16 × 16 × 16 f16 × f16 + f32 among their configurations, f16 and
+/// subgroups of exactly 32 (8 per workgroup), the workgroup memory, the rows are not empty
+/// and dst's rows are contiguous.
+fn coop_tile(ctx: &Ctx, dst: &Operand, [k, m, n, batches]: [u64; 4]) -> Option<u32> {
     let c = ctx.caps;
     let f16_16 = c.cooperative_matrix_configs.iter().any(|p| {
         use wgpu::CooperativeScalarType as S;
@@ -506,9 +515,10 @@ fn coop_tile(ctx: &Ctx, dst: &Operand, m: u64, n: u64, batches: u64) -> Option<u
         && c.shader_f16
         && c.subgroups
         && (c.subgroup_min_size, c.subgroup_max_size) == (32, 32)
+        && k > 0
         && n >= COOP_MIN_N
         && dst.layout.nb[0] == 4;
-    let wide = m.div_ceil(128) * n.div_ceil(128) * batches >= COOP_WIDE_TILES;
+    let wide = m.div_ceil(COOP_BM) * n.div_ceil(128) * batches >= COOP_WIDE_TILES;
     let fits = |bn: u32| coop_storage(bn) <= c.limits.max_compute_workgroup_storage_size;
     match (ok, wide) {
         (false, _) => None,
@@ -518,11 +528,11 @@ fn coop_tile(ctx: &Ctx, dst: &Operand, m: u64, n: u64, batches: u64) -> Option<u
 }
 
 /// mul_mat through `mul_mat_tiled.wgsl` (one workgroup per 64 × 64 tile of the result), or
-/// `mul_mat_coop.wgsl` (128 × 64 or 128 × 128) where [`coop_tile`] allows.
+/// `mul_mat_coop.wgsl` (256 × 64 or 256 × 128) where [`coop_tile`] allows.
 fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
-    let (key, bm, bn) = match coop_tile(ctx, dst, ea[1], eb[1], eb[2] * eb[3]) {
-        Some(bn) => (coop_key(a.dtype, bn), 128, u64::from(bn)),
+    let (key, bm, bn) = match coop_tile(ctx, dst, [ea[0], ea[1], eb[1], eb[2] * eb[3]]) {
+        Some(bn) => (coop_key(a.dtype, bn), COOP_BM, u64::from(bn)),
         None => (tiled_key(a.dtype), 64, 64),
     };
     let mut out = Vec::new();
@@ -532,7 +542,10 @@ fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<V
         d.layout.ne[0] = m;
         d.layout.offset += w.first_row * d.layout.nb[0];
         let (tiles_m, tiles_n) = (m.div_ceil(bm), eb[1].div_ceil(bn));
-        let op = product_words(ctx, ea, eb, m, tiles_m)?;
+        let mut op = product_words(ctx, ea, eb, m, tiles_m)?;
+        if matches!(key.kernel, Kernel::MulMatCoop { .. }) && tiles_n <= COOP_N_FIRST {
+            op[6] = ctx.items(tiles_n)?;
+        }
         out.push(Dispatch {
             key: key.clone(),
             operands: vec![w.operand, b.clone(), d],
@@ -624,24 +637,41 @@ mod tests {
 
     /// The kernel and the workgroup count of q4_0 [64, m] × f32 [64, n, batches].
     fn planned(caps: &Capabilities, m: u64, n: u64, batches: u64) -> (Kernel, u32) {
+        let d = plan(caps, m, n, batches);
+        (d.key.kernel, d.groups.iter().product())
+    }
+
+    /// The dispatch of q4_0 [64, m] × f32 [64, n, batches].
+    fn plan(caps: &Capabilities, m: u64, n: u64, batches: u64) -> super::Dispatch {
         let mut g = Graph::new();
         let bytes = Bytes::from(vec![0u8; m as usize * 36]);
         let w = g.weight("w", DType::Q4_0, [64, m, 1, 1], bytes).unwrap();
         let x = g.input("x", DType::F32, [64, n, batches, 1]).unwrap();
         let r = g.mul_mat(w, x).unwrap();
-        let d = super::super::plan_node(&g, r, caps).unwrap();
-        (d[0].key.kernel, d[0].groups.iter().product())
+        let mut d = super::super::plan_node(&g, r, caps).unwrap();
+        assert_eq!(d.len(), 1);
+        d.remove(0)
     }
 
     #[test]
     fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
         let on = caps(true, 32, 49152);
-        // 2 tiles of 128 × 64; with 2 × 2 × 64 tiles of 128 × 128, the wide ones.
-        assert_eq!(planned(&on, 200, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 2));
+        // One tile of 256 × 64 for 200 rows and 33 columns, two for 300 rows; 1 × 2 × 64 tiles
+        // of 256 × 128 are enough for the wide ones, 1 × 1 × 127 are not.
+        assert_eq!(planned(&on, 200, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 1));
+        assert_eq!(planned(&on, 300, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 2));
         assert_eq!(
             planned(&on, 130, 130, 64),
-            (Kernel::MulMatCoop { bn: 128 }, 256)
+            (Kernel::MulMatCoop { bn: 128 }, 128)
         );
+        assert_eq!(
+            planned(&on, 256, 128, 127),
+            (Kernel::MulMatCoop { bn: 64 }, 2 * 127)
+        );
+        // Tiles along n first (op word 6: their count) up to 8 of them, along m beyond.
+        assert_eq!(plan(&on, 600, 512, 1).op_words[6], 8);
+        assert_eq!(plan(&on, 15000, 512, 1).op_words[6], 4);
+        assert_eq!(plan(&on, 600, 513, 1).op_words[6], 0);
         // Up to 8 columns the mat-vec, then the tiled kernel up to 15.
         assert!(matches!(
             planned(&on, 200, 8, 1).0,
@@ -656,11 +686,11 @@ mod tests {
         ] {
             assert_eq!(planned(&c, 200, 33, 1), (Kernel::MulMatTiled, 4));
         }
-        // Memory for the 128 × 64 tiles only.
-        let narrow = caps(true, 32, 40960);
+        // Memory for the 256 × 64 tiles only.
+        let narrow = caps(true, 32, 36864);
         assert_eq!(
             planned(&narrow, 130, 130, 64),
-            (Kernel::MulMatCoop { bn: 64 }, 2 * 3 * 64)
+            (Kernel::MulMatCoop { bn: 64 }, 3 * 64)
         );
     }
 }
