@@ -10,25 +10,24 @@ use common::{assert_one_error_line, text, tiny, wgllm, Scratch};
 fn greedy_generation_is_identical_on_cpu_and_webgpu() {
     let s = Scratch::new("gen");
     let m = tiny(&s);
-    let run = |backend: &str| {
-        let o = wgllm(
-            &[
-                "run",
-                "-m",
-                &m,
-                "-p",
-                "hello world",
-                "-n",
-                "12",
-                "--temp",
-                "0",
-                "-c",
-                "64",
-                "--backend",
-                backend,
-            ],
-            &[],
-        );
+    let run = |backend: &str, extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "-m",
+            &m,
+            "-p",
+            "hello world",
+            "-n",
+            "12",
+            "--temp",
+            "0",
+            "-c",
+            "64",
+            "--backend",
+            backend,
+        ];
+        args.extend(extra);
+        let o = wgllm(&args, &[]);
         assert!(o.status.success(), "{backend}: {}", text(&o.stderr));
         assert!(
             text(&o.stderr).contains("t/s"),
@@ -37,9 +36,12 @@ fn greedy_generation_is_identical_on_cpu_and_webgpu() {
         );
         o.stdout
     };
-    let cpu = run("cpu");
+    let cpu = run("cpu", &[]);
     assert!(!cpu.is_empty());
-    assert_eq!(cpu, run("webgpu"), "the same tokens on both backends");
+    assert_eq!(cpu, run("webgpu", &[]), "the same tokens on both backends");
+    // A step submitted in many small command buffers computes the same.
+    let small = run("webgpu", &["--dispatches-per-submit", "3"]);
+    assert_eq!(cpu, small, "three dispatches per submission");
 }
 
 #[test]

@@ -37,6 +37,11 @@ pub struct BackendArgs {
     /// sums). wgpu marks these APIs experimental and their use unsafe: off by default.
     #[arg(long)]
     pub experimental: bool,
+    /// Kernel dispatches recorded into one command buffer before it is submitted (a tuning
+    /// knob: smaller lets the GPU start sooner on a step the host is still encoding, larger
+    /// costs fewer submissions).
+    #[arg(long, default_value_t = WebGpuConfig::default().dispatches_per_submit, value_name = "N")]
+    pub dispatches_per_submit: usize,
 }
 
 impl BackendArgs {
@@ -58,6 +63,7 @@ impl BackendArgs {
             },
             int8_activations: self.int8_activations,
             experimental_features: self.experimental,
+            dispatches_per_submit: self.dispatches_per_submit.max(1),
             ..WebGpuConfig::default()
         }
     }
