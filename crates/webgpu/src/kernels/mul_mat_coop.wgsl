@@ -3,18 +3,20 @@
 // tiles of BM = 256 weight rows × BN activation columns. A workgroup is 8 subgroups of 32
 // (the planner checks the subgroup size); subgroup s owns the 64 × BN/2 block at rows
 // 64 (s % 4), columns BN/2 (s / 4) of the tile: 4 × BN/32 accumulators of 16 × 16. Per 16
-// along k a subgroup loads 4 + BN/32 operand matrices for 4 · BN/32 products (16 of 8 at
-// BN = 128): twice the products per workgroup-memory read of 32 × BN/2 blocks.
+// along k a subgroup loads 4 + BN/32 operand matrices for 4 · BN/32 products: 16 products
+// for 8 loads at BN = 128, 8 for 6 at BN = 64 (blocks of 32 rows did 8 for 6 and 4 for 4).
 //
 // Steps of BK = 32 along k (one unit of 32 weights per row). Workgroup memory holds one step
 // as f16, row by row with k fastest and rows padded to SK = 40 halves (80-byte rows: the
 // 16-byte row pieces a 16 × 16 load reads fall in distinct banks); two stages of a 256-row
-// tile would not fit 48 KiB. Each invocation fetches the next step into registers before the
-// current step's products: its four weight parts (rows lid / 4 + 64 j, part lid % 4, decoded
-// to f16 by `part` of quant_part.wgsl; f16 weights kept as loaded words) and BN/32 activation
-// vec4s (kept as f32 until stored). The loop body has no branches, so the compiler may place
-// the decoding after the products, and the loads are in flight while they run. After a
-// barrier the registers go to workgroup memory, and a second barrier opens the next products.
+// tile would not fit 48 KiB. Each invocation fetches the next step into registers while the
+// current step's products run: BN/32 activation vec4s before them (kept as f32 until
+// stored), its four weight parts (rows lid / 4 + 64 j, part lid % 4) decoded to f16 by `part`
+// of quant_part.wgsl after the first half of them, so a decoder that waits on its loads waits
+// behind half the products at least (f16 weights, kept as loaded words, before them). The
+// loop body has no branches but constant ones, so the compiler may move the decoding later
+// still. After a barrier the registers go to workgroup memory, and a second barrier opens
+// the next products.
 // Rows and columns past the result are loaded clamped to the last one (their products land
 // in rows or columns that are never stored), and the last step loads itself again: every
 // invocation runs the same straight-line code.
@@ -128,7 +130,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // Activation loaders: vec4 lid % 8 (depths 4 (lid % 8) ..) of columns lid / 8 + 32 j.
     let kv = lid % 8u;
 #unroll j NX
-    let b_col_$j = t_idx(1u, vec4<u32>(0u, min(n0 + lid / 8u + 32u * $ju, n_len - 1u), i2, i3)) / 4u + kv;
+    let b_n_$j = min(n0 + lid / 8u + 32u * $ju, n_len - 1u);
+    let b_col_$j = t_idx(1u, vec4<u32>(0u, b_n_$j, i2, i3)) / 4u + kv;
     let b_s_$j = (lid / 8u + 32u * $ju) * SK + 4u * kv;
     var x_$j = src1[b_col_$j];
 #endunroll
@@ -150,15 +153,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     workgroupBarrier();
 
     for (var t = 0u; t < steps; t++) {
-        // The next step into registers (the last step once more at the end).
+        // The next step into registers (the last step once more at the end): activations and
+        // f16 weights (loads alone) first, decoded weights between the two product halves.
         let un = min(t + 1u, steps - 1u);
-#unroll j 4
-        w_$j = wpart(a_row_$j, un, p);
-#endunroll
 #unroll j NX
         x_$j = src1[b_col_$j + 8u * un];
 #endunroll
+#if U_F16
+#unroll j 4
+        w_$j = wpart(a_row_$j, un, p);
+#endunroll
+#endif
 #unroll h 2
+#if U_F16
+#else
+        if ($hu == 1u) {
+#unroll j 4
+            w_$j = wpart(a_row_$j, un, p);
+#endunroll
+        }
+#endif
         {
 #unroll i 4
             let ia_$i = (wm + 16u * $iu) * SK + 16u * $hu;
