@@ -117,7 +117,7 @@ if [ "$PP" = 1 ] && big; then
     for mode in coop tiled; do
         flags=(--unchecked-shaders)
         [ $mode = coop ] && flags+=(--experimental)
-        timeout 150 "$W" perplexity -m "$M" -f "$OUT/ppl.txt" -c 512 --ubatch 512 "${flags[@]}" \
+        timeout 120 "$W" perplexity -m "$M" -f "$OUT/ppl.txt" -c 512 --ubatch 512 "${flags[@]}" \
             >"$OUT/ppl-$mode.txt" 2>&1
         log "## perplexity 8B q4_0, $mode (rc $?): $(grep -E "\[1/|PPL|rror" "$OUT/ppl-$mode.txt" | tr '\n' ' ')"
     done
