@@ -71,13 +71,30 @@ fn put_w(s: u32, xp: vec2<u32>, w: WPart) {
     put_a(s + xp.y, vec4<f16>(vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w))));
 }
 #else
-// Other formats: decoded by `part` (quant_part.wgsl) to f16.
+// Other formats: decoded to f16.
 alias WPart = array<vec4<f16>, 2>;
 
+#if U_INTQ
+// The four signed bytes of w as f32 with no integer-to-float conversion (CUDA's throughput
+// table gives conversions 16 results per clock and multiprocessor on recent NVIDIA GPUs, f32
+// adds 128, and a step converts 32 values per weight row): byte b, biased to b + 128, goes
+// into the low mantissa bits of 2^23, and 2^23 + 128 is subtracted.
+fn bytes_f(w: u32) -> vec4<f32> {
+    let b = (vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
+    return bitcast<vec4<f32>>(b ^ vec4<u32>(0x4b000080u)) - 8388736.0;
+}
+
+// `part` (d · q + m) from the integer decoder's quants.
+fn wpart(row: u32, u: u32, p: u32) -> WPart {
+    let q = partq(row, u, p);
+    return WPart(vec4<f16>(bytes_f(q.qa) * q.d + q.m), vec4<f16>(bytes_f(q.qb) * q.d + q.m));
+}
+#else
 fn wpart(row: u32, u: u32, p: u32) -> WPart {
     let v = part(row, u, p);
     return WPart(vec4<f16>(v[0]), vec4<f16>(v[1]));
 }
+#endif
 
 fn put_w(s: u32, xp: vec2<u32>, w: WPart) {
     put_a(s + xp.x, w[0]);
