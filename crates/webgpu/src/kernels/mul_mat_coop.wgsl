@@ -11,15 +11,14 @@
 // 16-byte row pieces a 16 × 16 load reads fall in distinct banks); two stages of a 256-row
 // tile would not fit 48 KiB. Each invocation fetches the next step into registers while the
 // current step's products run: BN/32 activation vec4s before them (kept as f32 until
-// stored), its four weight parts (rows lid / 4 + 64 j, part lid % 4) decoded to f16 by `part`
-// of quant_part.wgsl after the first half of them, so a decoder that waits on its loads waits
-// behind half the products at least (f16 weights, kept as loaded words, before them). The
-// loop body has no branches but constant ones, so the compiler may move the decoding later
-// still. After a barrier the registers go to workgroup memory, and a second barrier opens
-// the next products.
-// Rows and columns past the result are loaded clamped to the last one (their products land
-// in rows or columns that are never stored), and the last step loads itself again: every
-// invocation runs the same straight-line code.
+// stored), its four weight parts (rows lid / 4 + 64 j, part lid % 4) decoded to f16 through
+// quant_part.wgsl's `partq` or `part` after the first half of them, so a decoder that waits
+// on its loads waits behind half the products at least (f16 weights, kept as loaded words,
+// before them). The loop body has no branches but constant ones, so the compiler may move
+// the decoding later still. After a barrier the registers go to workgroup memory, and a
+// second barrier opens the next products. Rows and columns past the result are loaded
+// clamped to the last one (their products land in rows or columns that are never stored),
+// and the last step loads itself again: every invocation runs the same straight-line code.
 //
 // Results go straight from the accumulators to dst (column-major: dst's rows m are contiguous)
 // when the tile lies inside the result and dst's columns are 16-byte aligned; edge tiles pass
