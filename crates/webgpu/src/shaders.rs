@@ -116,9 +116,12 @@ pub enum Kernel {
     /// `flash_attn_vec.wgsl`, decode attention: one workgroup per query row and group of
     /// `heads` query heads of one K/V head (per split of the keys when `split`), octet score
     /// sums through subgroup shuffles when `subgroups`; f32/f16/bf16 K/V are bound as
-    /// vec4<u32> words.
+    /// vec4<u32> words. `mask_heads`: the mask terms differ per head (several mask heads, or
+    /// ALiBi); `softcap`: logits are softcapped.
     FlashAttnVec {
         mask: bool,
+        mask_heads: bool,
+        softcap: bool,
         sinks: bool,
         d: u32,
         dv: u32,
@@ -582,6 +585,8 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         }
         Kernel::FlashAttnVec {
             mask,
+            mask_heads,
+            softcap,
             sinks,
             d,
             dv,
@@ -591,6 +596,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         } => {
             for (on, flag) in [
                 (mask, "MASK"),
+                (softcap, "SOFTCAP"),
                 (sinks, "SINKS"),
                 (split, "SPLIT"),
                 (subgroups, "SUBGROUP"),
@@ -616,6 +622,16 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("NGQ", (octets * heads).to_string()));
             vars.push(("NPK", (d / 8).div_ceil(8).to_string()));
             vars.push(("NPV", (dv / 8).div_ceil(8).to_string()));
+            // q loads a lane; mask rows staged per key, mask terms a lane stages (8 with a row
+            // per head, else 4), keys per chunk (all keys in one without a mask).
+            vars.push(("QPL", (heads * d).div_ceil(key.wg).to_string()));
+            let mh = if mask_heads { heads } else { 1 };
+            let msl = if mask_heads { 8 } else { 4 };
+            let ch = if mask { msl * key.wg / mh } else { 1 << 30 };
+            vars.push(("MH", mh.to_string()));
+            vars.push(("MSL", msl.to_string()));
+            vars.push(("CH", ch.to_string()));
+            vars.push(("MSK", (msl * key.wg).to_string()));
             readers = flash_attn_readers(&key.dtypes, true)?;
             FLASH_ATTN_VEC
         }

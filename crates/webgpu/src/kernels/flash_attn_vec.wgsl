@@ -7,14 +7,21 @@
 // Lanes work in octets: the 8 lanes of octet o take KB consecutive keys per step (the WG / 8
 // octets cover NG·KB keys a step), lane u reading parts u, u + 8, ... of each K and V row (a
 // part is 8 values: one 16-byte load of an f16 row; `{k,v}_raw` and `_dec` of
-// `flash_attn_kv.wgsl` with VEC), so a row is read whole by one octet, coalesced. A step's mask
-// terms are loaded a step ahead, and its K and V loads are all issued before any arithmetic
-// on them, so the step waits on one round trip to memory. The q·k partial sums are added
-// across the octet (SUBGROUP: subgroupShuffleXor within 8-aligned subgroup lanes, the octets
-// being numbered by subgroup; else through workgroup memory), and each octet keeps its own
-// online softmax (m, l per head) and output parts: no barrier in the key loop. At the end the
-// octets' states are merged through workgroup memory. Keys masked -inf for all GQ heads (the
-// unwritten tail of a cache) are never read.
+// `flash_attn_kv.wgsl` with VEC), so a row is read whole by one octet, coalesced. A step's K
+// and V loads are all issued before any arithmetic on them, so the step waits on one round
+// trip to memory. The q·k partial sums are added across the octet (SUBGROUP:
+// subgroupShuffleXor within 8-aligned subgroup lanes, the octets being numbered by subgroup;
+// else through workgroup memory), and each octet keeps its own online softmax (m, l per head)
+// and output parts: no barrier in the key loop. At the end the octets' states are merged
+// through workgroup memory.
+//
+// Masks (MASK): the keys are taken in chunks of CH. A chunk's mask terms (MH rows: one, or one
+// per head with MASK_HEADS, ALiBi slopes applied) are loaded once into workgroup memory, each
+// lane MSL of them in flight together, with the first and last key some head sees; the steps
+// then walk only that visible range, reading the terms from workgroup memory (no mask load and
+// no registers held for one in the key loop). A model passes its whole cache and hides the
+// unwritten tail with -inf: those keys cost one mask load each, never a step, and a split that
+// sees no key at all writes its empty state without merging. SOFTCAP: tanh softcapping.
 //
 // SPLIT: each (row, head) writes (m, l, acc[DV]) to scratch (dst) at
 // ((h + n_head·(iq + n_q·b))·splits + s)·(DV + 2), merged by `flash_attn_combine.wgsl`; else
@@ -31,6 +38,11 @@ const NG: u32 = WG / 8u;
 const PK: u32 = D / 8u;
 const PV: u32 = DV / 8u;
 const NEG: f32 = -3.402823e38;
+// q values a lane loads; mask rows staged per key, keys per chunk, mask terms a lane stages.
+const QPL: u32 = {{QPL}}u;
+const MH: u32 = {{MH}}u;
+const CH: u32 = {{CH}}u;
+const MSL: u32 = {{MSL}}u;
 
 // Values 8p .. 8p + 7 of a row, and their loaded words (`flash_attn_kv.wgsl`).
 struct Part {
@@ -50,6 +62,13 @@ var<workgroup> red: array<f32, {{RED}}>;
 // Per octet and head: m, then l (final merge).
 var<workgroup> gm: array<f32, {{NGQ}}>;
 var<workgroup> gl: array<f32, {{NGQ}}>;
+#if MASK
+// A chunk's mask terms, row r (head h0 + r) at msk[r·CH + key - chunk start]; the visible key
+// range as atomics (0xffffffff - first, last + 1; zero when none) and read back uniformly.
+var<workgroup> msk: array<f32, {{MSK}}>;
+var<workgroup> vis_at: array<atomic<u32>, 2>;
+var<workgroup> vis_range: vec2<u32>;
+#endif
 
 fn alibi(h: u32) -> f32 {
     if (op_f(1u) <= 0.0) {
@@ -77,26 +96,13 @@ fn octet_sum(v: f32) -> f32 {
 }
 #endif
 
-// The mask term of key j for head h0 + g (its row `mrow`, ALiBi slope `slope`): NEG, or -inf
-// below it, for a key hidden or outside the split, else finite.
-fn mterm(j: u32, kend: u32, mrow: u32, slope: f32) -> f32 {
-    if (j >= kend) {
-        return NEG;
-    }
-#if MASK
-    return slope * load_src3(mrow + j * t_nb(3u, 0u));
-#else
-    return 0.0;
-#endif
-}
-
 // The score of a key from its reduced dot product: softcap, then the mask term.
 fn logit(x: f32, mv: f32) -> f32 {
-    var s = x;
-    let softcap = op_f(5u);
-    if (softcap != 0.0) {
-        s = softcap * tanh(clamp(s, -10.0, 10.0));
-    }
+#if SOFTCAP
+    let s = op_f(5u) * tanh(clamp(x, -10.0, 10.0));
+#else
+    let s = x;
+#endif
     return select(NEG, s + mv, mv > NEG);
 }
 
@@ -142,47 +148,32 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let oct = lane / 8u;
     let u = lane % 8u;
 
+    // q, pre-scaled: QPL loads a lane, in flight together (stored once the first chunk's mask
+    // loads are issued too).
     let scale = op_f(0u);
-    for (var i = lid; i < GQ * D; i += WG) {
-        let v = load_src0(t_idx(0u, vec4<u32>(i % D, iq, h0 + i / D, b)));
-        qsh[i / 4u][i % 4u] = v * scale;
+#unroll t QPL
+    let qi_$t = lid + $tu * WG;
+    var qv_$t = 0.0;
+    if (qi_$t < GQ * D) {
+        qv_$t = scale * load_src0(t_idx(0u, vec4<u32>(qi_$t % D, iq, h0 + qi_$t / D, b)));
     }
+#endunroll
     let krow0 = t_idx(1u, vec4<u32>(0u, 0u, h0 / op_u(6u), b));
     let knb1 = t_nb(1u, 1u);
     let vrow0 = t_idx(2u, vec4<u32>(0u, 0u, h0 / op_u(7u), b));
     let vnb1 = t_nb(2u, 1u);
-#unroll g GQ
 #if MASK
-    let mrow_$g = t_idx(3u, vec4<u32>(0u, iq, (h0 + $gu) % t_ne(3u, 2u), b % t_ne(3u, 3u)));
-    let slope_$g = alibi(h0 + $gu);
-#else
-    let mrow_$g = 0u;
-    let slope_$g = 1.0;
-#endif
+    let mnb0 = t_nb(3u, 0u);
+#unroll r MH
+    let mrow_$r = t_idx(3u, vec4<u32>(0u, iq, (h0 + $ru) % t_ne(3u, 2u), b % t_ne(3u, 3u)));
+    let slope_$r = alibi(h0 + $ru);
 #endunroll
-    // The mask terms of the first step; each step loads those of the next, so its K/V loads
-    // wait on no mask load. One mask head and no ALiBi: every head's term is head 0's.
-#if MASK
-    let one_mask = t_ne(3u, 2u) == 1u && op_f(1u) <= 0.0;
-#else
-    let one_mask = true;
-#endif
-    let j00 = kbeg + oct * KB;
-#unroll k KB
-#unroll g GQ
-    var mv_$k_$g = NEG;
-#endunroll
-    mv_$k_0 = mterm(j00 + $ku, kend, mrow_0, slope_0);
-#unroll g GQ
-    if ($gu > 0u) {
-        if (one_mask) {
-            mv_$k_$g = mv_$k_0;
-        } else {
-            mv_$k_$g = mterm(j00 + $ku, kend, mrow_$g, slope_$g);
-        }
+    if (lid == 0u) {
+        atomicStore(&vis_at[0], 0u);
+        atomicStore(&vis_at[1], 0u);
     }
-#endunroll
-#endunroll
+    workgroupBarrier();
+#endif
 #unroll g GQ
     var m_$g = NEG;
     var l_$g = 0.0;
@@ -190,107 +181,185 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var acc_$g_$i = Part(vec4<f32>(0.0), vec4<f32>(0.0));
 #endunroll
 #endunroll
-    workgroupBarrier();
-
-    let steps = (kend - kbeg + NG * KB - 1u) / (NG * KB);
-    for (var st = 0u; st < steps; st++) {
-        let j0 = kbeg + st * NG * KB + oct * KB;
-        // Which keys some head sees; every K/V load of the step, then the next mask terms.
-#unroll k KB
-        let j_$k = j0 + $ku;
-        var vis_$k = false;
-#unroll g GQ
-        vis_$k = vis_$k || mv_$k_$g > NEG;
+    // Whether some key of the split was visible (uniform).
+    var seen = false;
+    for (var c0 = kbeg; c0 < kend; c0 += CH) {
+        let cend = min(kend, c0 + CH);
+#if MASK
+        // The chunk's mask terms: row r of staged value i is i / CH, its key c0 + i % CH.
+#unroll t MSL
+        let mi_$t = lid + $tu * WG;
+        let mk_$t = c0 + mi_$t % CH;
+        var mt_$t = NEG;
+        if (mi_$t < CH * MH && mk_$t < cend) {
+            let r = mi_$t / CH;
+            var row = mrow_0;
+            var slope = slope_0;
+#unroll r MH
+            if (r == $ru) {
+                row = mrow_$r;
+                slope = slope_$r;
+            }
 #endunroll
-#unroll i NPK
-        var x_$k_$i = Raw(vec4<u32>(0u), vec4<u32>(0u));
-        if (vis_$k && u + $iu * 8u < PK) {
-            x_$k_$i = k_raw(krow0 + j_$k * knb1, u + $iu * 8u);
+            mt_$t = slope * load_src3(row + mk_$t * mnb0);
         }
 #endunroll
-#unroll i NPV
-        var y_$k_$i = Raw(vec4<u32>(0u), vec4<u32>(0u));
-        if (vis_$k && u + $iu * 8u < PV) {
-            y_$k_$i = v_raw(vrow0 + j_$k * vnb1, u + $iu * 8u);
+        // The previous chunk's steps are done with msk.
+        if (c0 != kbeg) {
+            workgroupBarrier();
         }
+#endif
+        if (c0 == kbeg) {
+#unroll t QPL
+            if (qi_$t < GQ * D) {
+                qsh[qi_$t / 4u][qi_$t % 4u] = qv_$t;
+            }
 #endunroll
-        let nj_$k = j_$k + NG * KB;
-#unroll g GQ
-        var nmv_$k_$g = mv_$k_0;
-#endunroll
-        nmv_$k_0 = mterm(nj_$k, kend, mrow_0, slope_0);
-#unroll g GQ
-        if ($gu > 0u) {
-            if (one_mask) {
-                nmv_$k_$g = nmv_$k_0;
-            } else {
-                nmv_$k_$g = mterm(nj_$k, kend, mrow_$g, slope_$g);
+        }
+#if MASK
+        var lo = 0xffffffffu;
+        var hi = 0u;
+#unroll t MSL
+        if (mi_$t < CH * MH) {
+            msk[mi_$t] = mt_$t;
+            if (mt_$t > NEG) {
+                lo = min(lo, mk_$t);
+                hi = max(hi, mk_$t + 1u);
             }
         }
 #endunroll
+        if (hi > 0u) {
+            atomicMax(&vis_at[0], 0xffffffffu - lo);
+            atomicMax(&vis_at[1], hi);
+        }
+        workgroupBarrier();
+        if (lid == 0u) {
+            vis_range = vec2<u32>(0xffffffffu - atomicLoad(&vis_at[0]), atomicLoad(&vis_at[1]));
+            atomicStore(&vis_at[0], 0u);
+            atomicStore(&vis_at[1], 0u);
+        }
+        let vr = workgroupUniformLoad(&vis_range);
+        let vlo = vr.x;
+        let vhi = vr.y;
+#else
+        workgroupBarrier();
+        let vlo = c0;
+        let vhi = cend;
+#endif
+        var steps = 0u;
+        if (vhi > vlo) {
+            steps = (vhi - vlo + NG * KB - 1u) / (NG * KB);
+            seen = true;
+        }
+        for (var st = 0u; st < steps; st++) {
+            let j0 = vlo + st * NG * KB + oct * KB;
+            // The step's mask terms, which keys some head sees, then every K/V load.
+#unroll k KB
+            let j_$k = j0 + $ku;
+#unroll g GQ
+            var mv_$k_$g = NEG;
 #endunroll
-        // Partial dot products of this lane's parts.
+            if (j_$k < vhi) {
+#unroll g GQ
+#if MASK
+                mv_$k_$g = msk[min($gu, MH - 1u) * CH + j_$k - c0];
+#else
+                mv_$k_$g = 0.0;
+#endif
+#endunroll
+            }
+            var vis_$k = false;
+#unroll g GQ
+            vis_$k = vis_$k || mv_$k_$g > NEG;
+#endunroll
+#unroll i NPK
+            var x_$k_$i = Raw(vec4<u32>(0u), vec4<u32>(0u));
+            if (vis_$k && u + $iu * 8u < PK) {
+                x_$k_$i = k_raw(krow0 + j_$k * knb1, u + $iu * 8u);
+            }
+#endunroll
+#unroll i NPV
+            var y_$k_$i = Raw(vec4<u32>(0u), vec4<u32>(0u));
+            if (vis_$k && u + $iu * 8u < PV) {
+                y_$k_$i = v_raw(vrow0 + j_$k * vnb1, u + $iu * 8u);
+            }
+#endunroll
+#endunroll
+            // Partial dot products of this lane's parts.
 #unroll k KB
 #unroll g GQ
-        var s_$k_$g = 0.0;
+            var s_$k_$g = 0.0;
 #unroll i NPK
-        s_$k_$g += qdot($gu, min(u + $iu * 8u, PK - 1u), k_dec(x_$k_$i));
+            s_$k_$g += qdot($gu, min(u + $iu * 8u, PK - 1u), k_dec(x_$k_$i));
 #endunroll
 #endunroll
 #endunroll
 #if SUBGROUP
 #unroll k KB
 #unroll g GQ
-        s_$k_$g = logit(octet_sum(s_$k_$g), mv_$k_$g);
+            s_$k_$g = logit(octet_sum(s_$k_$g), mv_$k_$g);
 #endunroll
 #endunroll
 #else
-        // Through workgroup memory: lane's partials at red[lane·KB·GQ ..], summed per octet.
+            // Through workgroup memory: lane's partials at red[lane·KB·GQ ..], summed per octet.
 #unroll k KB
 #unroll g GQ
-        red[(lane * KB + $ku) * GQ + $gu] = s_$k_$g;
+            red[(lane * KB + $ku) * GQ + $gu] = s_$k_$g;
 #endunroll
 #endunroll
-        workgroupBarrier();
+            workgroupBarrier();
 #unroll k KB
 #unroll g GQ
-        s_$k_$g = 0.0;
-        for (var w = 0u; w < 8u; w++) {
-            s_$k_$g += red[((oct * 8u + w) * KB + $ku) * GQ + $gu];
-        }
-        s_$k_$g = logit(s_$k_$g, mv_$k_$g);
+            s_$k_$g = 0.0;
+            for (var w = 0u; w < 8u; w++) {
+                s_$k_$g += red[((oct * 8u + w) * KB + $ku) * GQ + $gu];
+            }
+            s_$k_$g = logit(s_$k_$g, mv_$k_$g);
 #endunroll
 #endunroll
-        workgroupBarrier();
+            workgroupBarrier();
 #endif
-        // Online softmax per head over the octet's KB keys.
+            // Online softmax per head over the octet's KB keys.
 #unroll g GQ
-        var mn_$g = m_$g;
+            var mn_$g = m_$g;
 #unroll k KB
-        mn_$g = max(mn_$g, s_$k_$g);
+            mn_$g = max(mn_$g, s_$k_$g);
 #endunroll
-        let alpha_$g = exp(m_$g - mn_$g);
-        l_$g *= alpha_$g;
+            let alpha_$g = exp(m_$g - mn_$g);
+            l_$g *= alpha_$g;
 #unroll i NPV
-        acc_$g_$i.a *= alpha_$g;
-        acc_$g_$i.b *= alpha_$g;
+            acc_$g_$i.a *= alpha_$g;
+            acc_$g_$i.b *= alpha_$g;
 #endunroll
 #unroll k KB
-        let p_$k_$g = select(0.0, exp(s_$k_$g - mn_$g), s_$k_$g > NEG);
-        l_$g += p_$k_$g;
+            let p_$k_$g = select(0.0, exp(s_$k_$g - mn_$g), s_$k_$g > NEG);
+            l_$g += p_$k_$g;
 #unroll i NPV
-        let yd_$k_$g_$i = v_dec(y_$k_$i);
-        acc_$g_$i.a += p_$k_$g * yd_$k_$g_$i.a;
-        acc_$g_$i.b += p_$k_$g * yd_$k_$g_$i.b;
+            let yd_$k_$g_$i = v_dec(y_$k_$i);
+            acc_$g_$i.a += p_$k_$g * yd_$k_$g_$i.a;
+            acc_$g_$i.b += p_$k_$g * yd_$k_$g_$i.b;
 #endunroll
 #endunroll
-        m_$g = mn_$g;
+            m_$g = mn_$g;
 #endunroll
-#unroll k KB
-#unroll g GQ
-        mv_$k_$g = nmv_$k_$g;
-#endunroll
-#endunroll
+        }
+    }
+
+    // No key visible (a split past the written part of a cache): the empty state, no merge.
+    if (!seen) {
+        for (var i = lid; i < GQ * (DV + 2u); i += WG) {
+            let h = h0 + i / (DV + 2u);
+            let c = i % (DV + 2u);
+#if SPLIT
+            let base = t_off(5u) + ((h + n_head * (iq + n_q * b)) * op_u(9u) + split) * (DV + 2u);
+            store_dst(base + c, select(0.0, NEG, c == 0u));
+#else
+            if (c < DV) {
+                store_dst(t_idx(5u, vec4<u32>(c, h, iq, b)), 0.0);
+            }
+#endif
+        }
+        return;
     }
 
     // Merge the octets: the largest m per head, each octet's state rescaled to it, summed.

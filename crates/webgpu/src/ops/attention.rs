@@ -75,26 +75,38 @@ fn attn_dtypes(k: DType, v: DType, mask: Option<DType>) -> Vec<DType> {
     ]
 }
 
-/// The vec kernel's variant: `heads` query heads per workgroup; (split, subgroups).
-#[allow(clippy::too_many_arguments)]
+/// The vec kernel's switches besides its dtypes and head sizes.
+#[derive(Clone, Copy)]
+struct VecOpts {
+    /// Query heads per workgroup.
+    heads: u32,
+    split: bool,
+    subgroups: bool,
+    /// The mask terms differ per head (several mask heads, or ALiBi).
+    mask_heads: bool,
+    softcap: bool,
+}
+
+/// The vec kernel's variant.
 fn vec_key(
     k: DType,
     v: DType,
     mask: Option<DType>,
     sinks: bool,
     (d, dv): (u32, u32),
-    heads: u32,
-    (split, subgroups): (bool, bool),
+    o: VecOpts,
 ) -> PipelineKey {
     PipelineKey {
         kernel: Kernel::FlashAttnVec {
             mask: mask.is_some(),
-            sinks: sinks && !split,
+            mask_heads: mask.is_some() && o.mask_heads,
+            softcap: o.softcap,
+            sinks: sinks && !o.split,
             d,
             dv,
-            heads,
-            split,
-            subgroups,
+            heads: o.heads,
+            split: o.split,
+            subgroups: o.subgroups,
         },
         dtypes: attn_dtypes(k, v, mask),
         wg: WG_VEC,
@@ -212,6 +224,13 @@ pub(super) fn flash_attn_ext(
     let sg = ctx.caps.subgroups
         && ctx.caps.subgroup_min_size >= 8
         && ctx.caps.subgroup_max_size <= WG_VEC;
+    let opts = |split| VecOpts {
+        heads: heads_u,
+        split,
+        subgroups: sg,
+        mask_heads: mask.as_ref().is_some_and(|m| m.layout.ne[2] > 1) || max_bias > 0.0,
+        softcap: softcap != 0.0,
+    };
     if want < 2 {
         let key = match vec {
             true => vec_key(
@@ -220,8 +239,7 @@ pub(super) fn flash_attn_ext(
                 mask_dtype,
                 sinks.is_some(),
                 (d, dv),
-                heads_u,
-                (false, sg),
+                opts(false),
             ),
             false => flash_attn_key(k.dtype, v.dtype, mask_dtype, sinks.is_some(), d, dv, false),
         };
@@ -248,15 +266,7 @@ pub(super) fn flash_attn_ext(
     let rows = n_rows * n_head;
     let scratch = Operand::scratch(DType::F32, rows * splits * (u64::from(dv) + 2))?;
     let key = match vec {
-        true => vec_key(
-            k.dtype,
-            v.dtype,
-            mask_dtype,
-            false,
-            (d, dv),
-            heads_u,
-            (true, sg),
-        ),
+        true => vec_key(k.dtype, v.dtype, mask_dtype, false, (d, dv), opts(true)),
         false => flash_attn_key(k.dtype, v.dtype, mask_dtype, false, d, dv, true),
     };
     let partials = Dispatch {
@@ -295,10 +305,17 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         for v in KV {
             keys.push(flash_attn_key(k, v, Some(DType::F16), false, 64, 64, false));
             keys.push(flash_attn_key(k, v, Some(DType::F16), false, 64, 64, true));
-            for sg in [false, true] {
-                let d = (64, 64);
-                keys.push(vec_key(k, v, Some(DType::F16), true, d, 4, (false, sg)));
-                keys.push(vec_key(k, v, Some(DType::F16), false, d, 8, (true, sg)));
+            for subgroups in [false, true] {
+                let o = |heads, split| VecOpts {
+                    heads,
+                    split,
+                    subgroups,
+                    mask_heads: split,
+                    softcap: !split,
+                };
+                let (d, m) = ((64, 64), Some(DType::F16));
+                keys.push(vec_key(k, v, m, true, d, o(4, false)));
+                keys.push(vec_key(k, v, m, false, d, o(8, true)));
             }
         }
     }
@@ -332,16 +349,15 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 (256, 256, 2),
                 (192, 128, 1),
             ] {
-                for split in [false, true] {
-                    keys.push(vec_key(
-                        DType::F16,
-                        DType::BF16,
-                        mask,
-                        sinks,
-                        (d, dv),
+                for (split, mask_heads, softcap) in [(false, false, true), (true, true, false)] {
+                    let o = VecOpts {
                         heads,
-                        (split, true),
-                    ));
+                        split,
+                        subgroups: true,
+                        mask_heads,
+                        softcap,
+                    };
+                    keys.push(vec_key(DType::F16, DType::BF16, mask, sinks, (d, dv), o));
                 }
             }
         }

@@ -3,7 +3,8 @@
 //! Attention reads K/V as a view of a cache `[d·n_head_kv, n_ctx, batch]` one row in (a strided,
 //! offset view, as a model's KV cache), with decode (n_q = 1, 2, 8: the vec kernel, GQA 1:1 to
 //! 8:1, key counts off its 64-key steps) and prefill (7, 33) shapes, masks with -inf (causal,
-//! random, runs, a sliding window, a fully masked row), sinks, logit softcap and ALiBi.
+//! random, runs, a sliding window, a masked cache tail, a fully masked row), sinks, logit
+//! softcap and ALiBi.
 //!
 //! Tolerance: the CPU reference decodes the same f16/bf16/q8_0/q4_0 bytes to the same f32 values,
 //! so every K/V dtype is plain f32 math on both sides; what differs is the summation order of the
@@ -32,6 +33,9 @@ enum Mask {
     Runs,
     /// A sliding window of 100 keys ending at the query's causal position.
     Window,
+    /// A decode step at position 11 + i of a long cache: every later key -inf (what a model
+    /// passes early in a generation: the whole cache, the unwritten rows masked).
+    Tail,
 }
 
 /// One attention case.
@@ -116,6 +120,7 @@ fn mask(
                     Mask::Prefix => j > s.n_kv / 8 + i,
                     Mask::Runs => (j / 37) % 3 == 1 || j + s.n_q > s.n_kv + i,
                     Mask::Window => j + s.n_q > s.n_kv + i || j + s.n_q + 100 <= s.n_kv + i,
+                    Mask::Tail => j > 11 + i,
                 };
                 vals.push(if hidden || (dead_row && i == 0) {
                     f32::NEG_INFINITY
@@ -148,6 +153,7 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
     let runs16 = Some((DType::F16, Mask::Runs, false));
     let runs32_dead = Some((DType::F32, Mask::Runs, true));
     let window16 = Some((DType::F16, Mask::Window, false));
+    let tail16 = Some((DType::F16, Mask::Tail, false));
     let specs = [
         // Decode as GQA models run it: the query heads of a K/V head in one workgroup.
         Spec {
@@ -209,6 +215,41 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             n_head_kv: 2,
             kv: DType::Q8_0,
             mask: causal16,
+            ..BASE
+        },
+        // Early decode over a long cache, the tail masked (most splits and steps see no key).
+        Spec {
+            d: 128,
+            dv: 128,
+            n_kv: 640,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::F16,
+            mask: tail16,
+            scale: 0.088,
+            ..BASE
+        },
+        // A mask row per head with ALiBi, 8 heads a workgroup: the vec kernel's mask chunks
+        // are 128 keys, so these take several (all visible in some; none in most with the tail).
+        Spec {
+            n_q: 2,
+            n_kv: 190,
+            n_head: 8,
+            n_head_kv: 1,
+            mask: runs32_dead,
+            m2: 8,
+            max_bias: 8.0,
+            sinks: true,
+            ..BASE
+        },
+        Spec {
+            n_kv: 700,
+            n_head: 8,
+            n_head_kv: 1,
+            kv: DType::F16,
+            mask: tail16,
+            m2: 8,
+            max_bias: 4.0,
             ..BASE
         },
         // Rows that are not whole 16-byte words: the tiled kernel's split path.
