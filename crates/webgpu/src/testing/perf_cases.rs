@@ -90,9 +90,11 @@ pub fn large_cases() -> Vec<LargeCase> {
         case: chain_case("MUL_MAT q4_1 576 x 576", 576, Link::MatVec(DType::Q4_1)),
         check: false,
     });
-    for n_kv in [4096, 32768] {
+    // ... and early in a generation: a 512-row cache with only its first 12 keys written, the
+    // rest masked -inf (the short-context cost of a decode step).
+    for (n_kv, visible) in [(4096, 4096), (32768, 32768), (512, 12)] {
         out.push(LargeCase {
-            case: attn_case(n_kv),
+            case: attn_case(n_kv, visible),
             check: true,
         });
     }
@@ -188,9 +190,13 @@ fn chain_case(desc: &str, n: u64, link: Link) -> Case {
 }
 
 /// One decode query (32 heads of 128) over an f16 cache of `n_kv` keys and 8 KV heads, with a
-/// causal mask (all visible), as Llama 3.1 8B's decode step at position `n_kv`.
-fn attn_case(n_kv: u64) -> Case {
-    let name = format!("FLASH_ATTN_EXT f16 d=128 n_q=1 n_kv={n_kv} heads 32/8");
+/// causal mask, as Llama 3.1 8B's decode step at position `visible`: keys past it are -inf.
+fn attn_case(n_kv: u64, visible: u64) -> Case {
+    let tail = match n_kv - visible {
+        0 => String::new(),
+        t => format!(" (last {t} keys -inf)"),
+    };
+    let name = format!("FLASH_ATTN_EXT f16 d=128 n_q=1 n_kv={n_kv} heads 32/8{tail}");
     case(
         "FLASH_ATTN_EXT",
         name,
@@ -207,7 +213,12 @@ fn attn_case(n_kv: u64) -> Case {
             let k = cache("k", g)?;
             let v = cache("v", g)?;
             let mask = g.input("mask", DType::F16, [n_kv, 2, 1, 1])?;
-            b.inputs.push((mask, vec![0; 2 * n_kv as usize * 2]));
+            // f16 0 for the first `visible` keys of each row, -inf (0xfc00) after.
+            let row = (0..n_kv).flat_map(|j| match j < visible {
+                true => [0u8, 0],
+                false => [0, 0xfc],
+            });
+            b.inputs.push((mask, row.clone().chain(row).collect()));
             let r = g.flash_attn_ext(q, k, v, Some(mask), None, 0.088, 0.0, 0.0)?;
             g.mark_output(r)?;
             Ok(b)
