@@ -115,7 +115,7 @@ pub enum Kernel {
     FlashAttnCombine { sinks: bool, dv: u32 },
     /// `flash_attn_vec.wgsl`, decode attention: one workgroup per query row and group of
     /// `heads` query heads of one K/V head (per split of the keys when `split`), octet score
-    /// sums through subgroup shuffles when `subgroups`; f32/f16/bf16 K/V are bound as
+    /// sums through subgroup shuffles (devices with subgroups only); f32/f16/bf16 K/V are bound as
     /// vec4<u32> words. `mask_heads`: the mask terms differ per head (several mask heads, or
     /// ALiBi); `softcap`: logits are softcapped.
     FlashAttnVec {
@@ -127,7 +127,6 @@ pub enum Kernel {
         dv: u32,
         heads: u32,
         split: bool,
-        subgroups: bool,
     },
     /// `top_k.wgsl`: the `k` largest, or argmax (`k` = 1, NaN lowest), in one pass or in the
     /// chunks-then-merge stages of long rows; `k` = 1 reduces through subgroup operations when
@@ -592,14 +591,12 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             dv,
             heads,
             split,
-            subgroups,
         } => {
             for (on, flag) in [
                 (mask, "MASK"),
                 (softcap, "SOFTCAP"),
                 (sinks, "SINKS"),
                 (split, "SPLIT"),
-                (subgroups, "SUBGROUP"),
             ] {
                 if on {
                     flags.push(flag);
@@ -609,16 +606,14 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                 let wg = key.wg;
                 return Err(format!("flash_attn_vec: d = {d}, dv = {dv}, wg = {wg}"));
             }
-            // Octets, keys per octet and step (KB in the kernel); the octet sums go through
-            // workgroup memory without subgroups.
+            // Octets, keys per octet and step (KB in the kernel).
             let (octets, kb) = (key.wg / 8, 4);
-            let sums = if subgroups { 0 } else { key.wg * kb * heads };
             vars.push(("D", d.to_string()));
             vars.push(("DV", dv.to_string()));
             vars.push(("GQ", heads.to_string()));
             vars.push(("KB", kb.to_string()));
             vars.push(("QV4", (heads * d / 4).to_string()));
-            vars.push(("RED", (octets * dv).max(sums).to_string()));
+            vars.push(("RED", (octets * dv).to_string()));
             vars.push(("NGQ", (octets * heads).to_string()));
             vars.push(("NPK", (d / 8).div_ceil(8).to_string()));
             vars.push(("NPV", (dv / 8).div_ceil(8).to_string()));

@@ -9,9 +9,11 @@
 // part is 8 values: one 16-byte load of an f16 row; `{k,v}_raw` and `_dec` of
 // `flash_attn_kv.wgsl` with VEC), so a row is read whole by one octet, coalesced. A step's K
 // and V loads are all issued before any arithmetic on them, so the step waits on one round
-// trip to memory. The q·k partial sums are added across the octet (SUBGROUP:
-// subgroupShuffleXor within 8-aligned subgroup lanes, the octets being numbered by subgroup;
-// else through workgroup memory), and each octet keeps its own online softmax (m, l per head)
+// trip to memory. The q·k partial sums are added across the octet with subgroupShuffleXor
+// within 8-aligned subgroup lanes (the octets numbered by subgroup; the planner takes this
+// kernel only with subgroups of 8 to WG lanes, else `flash_attn.wgsl`: a workgroup-memory
+// octet sum would need a barrier in the key loop, whose trip count differs between octets),
+// and each octet keeps its own online softmax (m, l per head)
 // and output parts: no barrier in the key loop. At the end the octets' states are merged
 // through workgroup memory.
 //
@@ -57,7 +59,7 @@ struct Raw {
 
 // The GQ query rows, pre-scaled, as vec4s.
 var<workgroup> qsh: array<vec4<f32>, {{QV4}}>;
-// Octet partial sums (no SUBGROUP) and the final merge of the octets' outputs.
+// The final merge of the octets' outputs.
 var<workgroup> red: array<f32, {{RED}}>;
 // Per octet and head: m, then l (final merge).
 var<workgroup> gm: array<f32, {{NGQ}}>;
@@ -87,14 +89,12 @@ fn qdot(g: u32, p: u32, x: Part) -> f32 {
     return dot(qsh[i], x.a) + dot(qsh[i + 1u], x.b);
 }
 
-#if SUBGROUP
 // The sum of v over the octet (8 aligned subgroup lanes), in every lane of it.
 fn octet_sum(v: f32) -> f32 {
     let s1 = v + subgroupShuffleXor(v, 1u);
     let s2 = s1 + subgroupShuffleXor(s1, 2u);
     return s2 + subgroupShuffleXor(s2, 4u);
 }
-#endif
 
 // The score of a key from its reduced dot product: softcap, then the mask term.
 fn logit(x: f32, mv: f32) -> f32 {
@@ -108,10 +108,8 @@ fn logit(x: f32, mv: f32) -> f32 {
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-#if SUBGROUP
         @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_id) sg_id: u32,
         @builtin(subgroup_size) sg_size: u32,
-#endif
         @builtin(local_invocation_index) lid: u32) {
     let gall = group_id(wid, nwg);
 #if SPLIT
@@ -139,12 +137,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let kbeg = 0u;
     let kend = n_kv;
 #endif
-#if SUBGROUP
     // Octets follow subgroup lanes, which local_invocation_index need not.
     let lane = sg_id * sg_size + sg_lane;
-#else
-    let lane = lid;
-#endif
     let oct = lane / 8u;
     let u = lane % 8u;
 
@@ -294,31 +288,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endunroll
 #endunroll
 #endunroll
-#if SUBGROUP
 #unroll k KB
 #unroll g GQ
             s_$k_$g = logit(octet_sum(s_$k_$g), mv_$k_$g);
 #endunroll
 #endunroll
-#else
-            // Through workgroup memory: lane's partials at red[lane·KB·GQ ..], summed per octet.
-#unroll k KB
-#unroll g GQ
-            red[(lane * KB + $ku) * GQ + $gu] = s_$k_$g;
-#endunroll
-#endunroll
-            workgroupBarrier();
-#unroll k KB
-#unroll g GQ
-            s_$k_$g = 0.0;
-            for (var w = 0u; w < 8u; w++) {
-                s_$k_$g += red[((oct * 8u + w) * KB + $ku) * GQ + $gu];
-            }
-            s_$k_$g = logit(s_$k_$g, mv_$k_$g);
-#endunroll
-#endunroll
-            workgroupBarrier();
-#endif
             // Online softmax per head over the octet's KB keys.
 #unroll g GQ
             var mn_$g = m_$g;

@@ -81,7 +81,6 @@ struct VecOpts {
     /// Query heads per workgroup.
     heads: u32,
     split: bool,
-    subgroups: bool,
     /// The mask terms differ per head (several mask heads, or ALiBi).
     mask_heads: bool,
     softcap: bool,
@@ -106,7 +105,6 @@ fn vec_key(
             dv,
             heads: o.heads,
             split: o.split,
-            subgroups: o.subgroups,
         },
         dtypes: attn_dtypes(k, v, mask),
         wg: WG_VEC,
@@ -202,7 +200,13 @@ pub(super) fn flash_attn_ext(
     let n_rows = q.layout.ne[1] * q.layout.ne[3];
     let n_kv = k.layout.ne[1];
     let mask_dtype = mask.as_ref().map(|m| m.dtype);
-    let vec = q.layout.ne[1] <= VEC_MAX_Q && vec_reads(ctx, &k, d) && vec_reads(ctx, &v, dv);
+    // The vec kernel sums across octets of subgroup lanes: it needs subgroups of 8 to WG_VEC
+    // lanes (browsers, whose WGSL cannot enable them yet, take the tiled kernel).
+    let octets = ctx.caps.subgroups
+        && ctx.caps.subgroup_min_size >= 8
+        && ctx.caps.subgroup_max_size <= WG_VEC;
+    let vec =
+        octets && q.layout.ne[1] <= VEC_MAX_Q && vec_reads(ctx, &k, d) && vec_reads(ctx, &v, dv);
     // Query heads per workgroup: the most that share a K head and a V head.
     let r = gcd(rk, rv).max(1);
     let heads = (1..=VEC_MAX_HEADS)
@@ -221,13 +225,9 @@ pub(super) fn flash_attn_ext(
         .min(u64::from(COMBINE_MAX_SPLITS));
     let (d, dv) = (ctx.items(d)?, ctx.items(dv)?);
     let heads_u = ctx.items(heads)?;
-    let sg = ctx.caps.subgroups
-        && ctx.caps.subgroup_min_size >= 8
-        && ctx.caps.subgroup_max_size <= WG_VEC;
     let opts = |split| VecOpts {
         heads: heads_u,
         split,
-        subgroups: sg,
         mask_heads: mask.as_ref().is_some_and(|m| m.layout.ne[2] > 1) || max_bias > 0.0,
         softcap: softcap != 0.0,
     };
@@ -305,18 +305,15 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         for v in KV {
             keys.push(flash_attn_key(k, v, Some(DType::F16), false, 64, 64, false));
             keys.push(flash_attn_key(k, v, Some(DType::F16), false, 64, 64, true));
-            for subgroups in [false, true] {
-                let o = |heads, split| VecOpts {
-                    heads,
-                    split,
-                    subgroups,
-                    mask_heads: split,
-                    softcap: !split,
-                };
-                let (d, m) = ((64, 64), Some(DType::F16));
-                keys.push(vec_key(k, v, m, true, d, o(4, false)));
-                keys.push(vec_key(k, v, m, false, d, o(8, true)));
-            }
+            let o = |heads, split| VecOpts {
+                heads,
+                split,
+                mask_heads: split,
+                softcap: !split,
+            };
+            let (d, m) = ((64, 64), Some(DType::F16));
+            keys.push(vec_key(k, v, m, true, d, o(4, false)));
+            keys.push(vec_key(k, v, m, false, d, o(8, true)));
         }
     }
     for mask in [None, Some(DType::F32)] {
@@ -353,7 +350,6 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                     let o = VecOpts {
                         heads,
                         split,
-                        subgroups: true,
                         mask_heads,
                         softcap,
                     };
