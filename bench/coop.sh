@@ -19,16 +19,8 @@ set -u
 cd "$(dirname "$0")/.."
 W=${1:?usage: bench/coop.sh PATH/TO/wgllm}
 OUT=${OUT:-bench/out-coop}
-mkdir -p "$OUT"
-S="$OUT/summary.txt"
-: >"$S"
-log() { echo "$*" | tee -a "$S"; }
-
-if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
-    for f in .gl/*.deb; do dpkg -x "$f" /; done
-    ldconfig
-fi
-export XDG_RUNTIME_DIR=/tmp
+. bench/gpu_env.sh
+start_summary "$OUT"
 COOP=(--experimental --unchecked-shaders)
 # PP=0 skips the pp512 step (and the synthesis of its model).
 PP=${PP:-1}

@@ -16,16 +16,8 @@ set -u
 cd "$(dirname "$0")/.."
 W=${1:?usage: bench/flash_attn.sh PATH/TO/wgllm}
 OUT=${OUT:-bench/out-attn}
-mkdir -p "$OUT"
-S="$OUT/summary.txt"
-: >"$S"
-log() { echo "$*" | tee -a "$S"; }
-
-if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
-    for f in .gl/*.deb; do dpkg -x "$f" /; done
-    ldconfig
-fi
-export XDG_RUNTIME_DIR=/tmp
+. bench/gpu_env.sh
+start_summary "$OUT"
 
 log "# $(date -u +%F) $(cat .devbin/COMMIT 2>/dev/null || git rev-parse --short HEAD 2>/dev/null)"
 log "# $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"

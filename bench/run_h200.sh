@@ -43,11 +43,7 @@ elapsed() { echo $(($(date +%s) - START)); }
 log() { echo "[$(elapsed)s] $*" | tee -a "$OUT/log.txt"; }
 left() { echo $((DEADLINE - $(elapsed))); }
 
-if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
-    for f in .gl/*.deb; do dpkg -x "$f" /; done
-    ldconfig
-fi
-export XDG_RUNTIME_DIR=/tmp
+. bench/gpu_env.sh
 
 if ! "$W" bench --help >/dev/null 2>&1; then
     echo "error: $W has no 'bench' command; rebuild the release binary" | tee "$OUT/log.txt"

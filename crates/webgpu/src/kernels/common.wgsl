@@ -60,6 +60,19 @@ fn n_items() -> u32 {
     return pu({{ITEMS_WORD}}u);
 }
 
+// ALiBi slope of head h (1 without max_bias), from the op words softmax and flash attention
+// share: op_f 1 = max_bias, 2 = m0, 3 = m1, op_u(4) = n_head_log2.
+fn alibi(h: u32) -> f32 {
+    if (op_f(1u) <= 0.0) {
+        return 1.0;
+    }
+    let nl = op_u(4u);
+    if (h < nl) {
+        return pow(op_f(2u), f32(h + 1u));
+    }
+    return pow(op_f(3u), f32(2u * (h - nl) + 1u));
+}
+
 // Linear index of an invocation in a 2-d grid of {{WG}}-wide workgroups.
 fn linear_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
     return (wid.y * nwg.x + wid.x) * {{WG}}u + lid;

@@ -32,18 +32,6 @@ const NEG: f32 = -3.402823e38;
 var<workgroup> qsh: array<f32, {{D}}>;
 var<workgroup> sc: array<f32, {{WG}}>;
 
-// ALiBi slope of head h (1 without max_bias).
-fn alibi(h: u32) -> f32 {
-    if (op_f(1u) <= 0.0) {
-        return 1.0;
-    }
-    let nl = op_u(4u);
-    if (h < nl) {
-        return pow(op_f(2u), f32(h + 1u));
-    }
-    return pow(op_f(3u), f32(2u * (h - nl) + 1u));
-}
-
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {

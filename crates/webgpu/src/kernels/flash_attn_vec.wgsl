@@ -72,17 +72,6 @@ var<workgroup> vis_at: array<atomic<u32>, 2>;
 var<workgroup> vis_range: vec2<u32>;
 #endif
 
-fn alibi(h: u32) -> f32 {
-    if (op_f(1u) <= 0.0) {
-        return 1.0;
-    }
-    let nl = op_u(4u);
-    if (h < nl) {
-        return pow(op_f(2u), f32(h + 1u));
-    }
-    return pow(op_f(3u), f32(2u * (h - nl) + 1u));
-}
-
 // q_g · part p of a K row.
 fn qdot(g: u32, p: u32, x: Part) -> f32 {
     let i = (g * D + 8u * p) / 4u;

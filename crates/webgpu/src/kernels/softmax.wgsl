@@ -4,18 +4,6 @@
 // ones are bound to src0 and their blocks compiled out.
 // op_f: 0 = scale, 1 = max_bias, 2 = m0, 3 = m1; op_u(4) = n_head_log2.
 
-// ALiBi slope of head h (1 without max_bias).
-fn slope(h: u32) -> f32 {
-    if (op_f(1u) <= 0.0) {
-        return 1.0;
-    }
-    let nl = op_u(4u);
-    if (h < nl) {
-        return pow(op_f(2u), f32(h + 1u));
-    }
-    return pow(op_f(3u), f32(2u * (h - nl) + 1u));
-}
-
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -32,7 +20,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #if MASK
     let mrow = t_idx(1u, vec4<u32>(0u, r.y, r.z % t_ne(1u, 2u), r.w % t_ne(1u, 3u)));
     let m0 = t_nb(1u, 0u);
-    let sl = slope(r.z);
+    let sl = alibi(r.z);
 #endif
     var mx = -3.402823e38;
     for (var i = lid; i < n; i += WG) {

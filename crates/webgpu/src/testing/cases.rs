@@ -580,11 +580,15 @@ fn set_rows_quant_cases(out: &mut Vec<Case>) {
     ));
 }
 
-fn mul_mat_cases(out: &mut Vec<Case>) {
-    let weights = [DType::F32, DType::F16, DType::BF16]
+/// Every weight dtype a matrix product takes: the floats and each GGUF block format.
+fn weight_dtypes() -> impl Iterator<Item = DType> {
+    [DType::F32, DType::F16, DType::BF16]
         .into_iter()
-        .chain(QUANTS);
-    for wt in weights {
+        .chain(QUANTS)
+}
+
+fn mul_mat_cases(out: &mut Vec<Case>) {
+    for wt in weight_dtypes() {
         let k0 = match wt.block_size() {
             1 => 33,
             32 => 64,
@@ -720,10 +724,7 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
 /// whole tiles stored directly, broadcast batches, an odd number of 32-deep steps), the tiled
 /// kernel elsewhere; and enough 128 × 128 tiles (through batches) for its wider variant.
 fn prefill_cases(out: &mut Vec<Case>) {
-    let weights = [DType::F32, DType::F16, DType::BF16]
-        .into_iter()
-        .chain(QUANTS);
-    for wt in weights {
+    for wt in weight_dtypes() {
         let k = match wt.block_size() {
             256 => 256,
             _ => 96,

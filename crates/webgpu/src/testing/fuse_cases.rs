@@ -403,55 +403,47 @@ fn kv_store_case(
 
 fn kv_store_cases(out: &mut Vec<Case>) {
     let llama = (16, 8, 2, 1);
-    out.push(kv_store_case(
-        RopeMode::Normal,
-        llama,
-        DType::F16,
-        DType::I64,
-        false,
-        false,
-    ));
-    out.push(kv_store_case(
-        RopeMode::Neox,
-        llama,
-        DType::F32,
-        DType::I32,
-        true,
-        false,
-    ));
-    out.push(kv_store_case(
-        RopeMode::Neox,
-        (32, 4, 4, 3),
-        DType::F16,
-        DType::I32,
-        false,
-        false,
-    ));
-    // Odd rows of v (one item copies the last value alone), prefill-sized steps.
-    out.push(kv_store_case(
-        RopeMode::Normal,
-        (10, 3, 1, 5),
-        DType::F32,
-        DType::I64,
-        true,
-        false,
-    ));
-    out.push(kv_store_case(
-        RopeMode::Neox,
-        (18, 2, 1, 7),
-        DType::F16,
-        DType::I64,
-        false,
-        false,
-    ));
-    out.push(kv_store_case(
-        RopeMode::Normal,
-        llama,
-        DType::F16,
-        DType::I64,
-        false,
-        true,
-    ));
+    // (mode, (head_dim, q heads, kv heads, tokens), cache, indices, frequency factors, near
+    // miss): odd rows of v (one item copies the last value alone), prefill-sized steps.
+    let specs = [
+        (
+            RopeMode::Normal,
+            llama,
+            DType::F16,
+            DType::I64,
+            false,
+            false,
+        ),
+        (RopeMode::Neox, llama, DType::F32, DType::I32, true, false),
+        (
+            RopeMode::Neox,
+            (32, 4, 4, 3),
+            DType::F16,
+            DType::I32,
+            false,
+            false,
+        ),
+        (
+            RopeMode::Normal,
+            (10, 3, 1, 5),
+            DType::F32,
+            DType::I64,
+            true,
+            false,
+        ),
+        (
+            RopeMode::Neox,
+            (18, 2, 1, 7),
+            DType::F16,
+            DType::I64,
+            false,
+            false,
+        ),
+        (RopeMode::Normal, llama, DType::F16, DType::I64, false, true),
+    ];
+    for (mode, shape, cache, idx, ff, miss) in specs {
+        out.push(kv_store_case(mode, shape, cache, idx, ff, miss));
+    }
 }
 
 /// Appends the fusion cases.
