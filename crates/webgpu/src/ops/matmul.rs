@@ -597,7 +597,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use bytes::Bytes;
     use wgllm_core::{DType, Graph};
 
@@ -606,7 +606,7 @@ mod tests {
 
     /// A device with cooperative matrices (16 × 16 × 16, f16 × f16 + f32) enabled or not,
     /// subgroups of `sg` and `wg_bytes` of workgroup memory.
-    fn caps(coop: bool, sg: u32, wg_bytes: u32) -> Capabilities {
+    pub(in crate::ops) fn caps(coop: bool, sg: u32, wg_bytes: u32) -> Capabilities {
         let f16_16 = wgpu::CooperativeMatrixProperties {
             m_size: 16,
             n_size: 16,

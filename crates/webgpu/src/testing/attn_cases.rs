@@ -263,6 +263,18 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             mask: causal16,
             ..BASE
         },
+        // A cache past 2,048 keys: vec workgroups of 4 heads of 128 (2 below), split.
+        Spec {
+            d: 128,
+            dv: 128,
+            n_kv: 2500,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::F16,
+            mask: prefix16,
+            scale: 0.088,
+            ..BASE
+        },
         // Long decode: split-K over the keys, most splits fully masked.
         Spec {
             n_kv: 1500,
