@@ -136,6 +136,64 @@ pub enum SortOrder {
     Desc,
 }
 
+/// The per-row parameters of [`Op::Sample`], held in its F32 `params` source as
+/// [`SampleParams::WORDS`] values in this order: `r`, `temperature`, `top_p`, `min_p`, `top_k`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleParams {
+    /// The uniform draw in `[0, 1)`.
+    pub r: f32,
+    /// 0 or below: the first candidate (the argmax).
+    pub temperature: f32,
+    /// Keep the smallest prefix whose probability reaches `top_p` (1 or more: all).
+    pub top_p: f32,
+    /// Drop candidates less likely than `min_p` × the first one (0 or less: none).
+    pub min_p: f32,
+    /// Keep the first `top_k` candidates (0, or more than there are: all).
+    pub top_k: u32,
+}
+
+impl SampleParams {
+    /// Values per row of the `params` source.
+    pub const WORDS: u64 = 5;
+
+    /// Greedy: the first candidate, whatever `r`.
+    pub const ARGMAX: SampleParams = SampleParams {
+        r: 0.0,
+        temperature: 0.0,
+        top_p: 1.0,
+        min_p: 0.0,
+        top_k: 0,
+    };
+
+    /// The row of the `params` source, as f32 values (`top_k` exactly, as it is at most 2^24).
+    pub fn values(&self) -> [f32; 5] {
+        [
+            self.r,
+            self.temperature,
+            self.top_p,
+            self.min_p,
+            self.top_k.min(1 << 24) as f32,
+        ]
+    }
+
+    /// Little-endian bytes of [`SampleParams::values`].
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.values().iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    /// The parameters of a row of the `params` source (a negative or fractional `top_k`
+    /// truncates toward 0).
+    pub fn from_values(v: [f32; 5]) -> SampleParams {
+        SampleParams {
+            r: v[0],
+            temperature: v[1],
+            top_p: v[2],
+            min_p: v[3],
+            top_k: v[4].max(0.0) as u32,
+        }
+    }
+}
+
 /// Interpolation of ggml_upscale / ggml_interpolate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ScaleMode {
@@ -296,6 +354,17 @@ pub enum Op {
     TopK {
         k: u32,
     },
+    /// Draws one candidate per row (no ggml counterpart: llama.cpp's default sampler chain on
+    /// the device). `srcs = [vals, ids, params]`: F32 `vals` `[k, rows]`, the candidates'
+    /// logits largest first (ties in id order, as `TOP_K` leaves them); I32 `ids` `[k, rows]`,
+    /// their token ids; F32 `params` `[SampleParams::WORDS, rows]` ([`SampleParams`]). Result
+    /// I32 `[rows]`: with `temperature <= 0` the first id; else the candidates are cut to the
+    /// first `top_k`, `p = softmax(vals)`, cut to the shortest prefix whose running sum of `p`
+    /// reaches `top_p` (when `top_p < 1`), then to the leading candidates with `p >= min_p ·
+    /// p[0]` (when `min_p > 0`, at least one), and the id returned is the first whose running sum
+    /// of `softmax(vals / temperature)` over those exceeds `r` (the last one when none does).
+    /// Every sum runs in candidate order, as `Sampler::pick` of wgllm-models.
+    Sample,
 
     // ---- sequence models ----
     /// ggml_ssm_conv: `srcs = [conv_x, conv_weight]`.
@@ -360,6 +429,7 @@ impl Op {
             Op::ArgMax => "ARGMAX",
             Op::ArgSort { .. } => "ARGSORT",
             Op::TopK { .. } => "TOP_K",
+            Op::Sample => "SAMPLE",
             Op::SsmConv => "SSM_CONV",
             Op::SsmScan => "SSM_SCAN",
             Op::GatedDeltaNet => "GATED_DELTA_NET",

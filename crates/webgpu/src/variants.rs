@@ -1,8 +1,9 @@
 //! The kernel families added after the first library: shape gathers (`shape.wgsl`), upscale
 //! (`upscale.wgsl`), reductions and sorting (`reduce.wgsl`), the expert matmul
 //! (`mul_mat_id.wgsl`), sequence and convolution kernels (`seq.wgsl`), recurrent scans
-//! (`scan.wgsl`), and the codebook decoders of the IQ formats (`quant_grid.wgsl`, with their
-//! grids emitted from `wgllm_core::quant::iq_grid` at template time, never copied by hand).
+//! (`scan.wgsl`), the draw from top-k candidates (`sample.wgsl`), and the codebook decoders of
+//! the IQ formats (`quant_grid.wgsl`, with their grids emitted from `wgllm_core::quant::iq_grid`
+//! at template time, never copied by hand).
 //!
 //! Each kind says which `#if` flags and `{{NAME}}` values its variant sets; `shaders::source`
 //! calls [`Family::configure`] for the body.
@@ -17,6 +18,7 @@ const MUL_MAT_ID: &str = include_str!("kernels/mul_mat_id.wgsl");
 const SEQ: &str = include_str!("kernels/seq.wgsl");
 const SCAN: &str = include_str!("kernels/scan.wgsl");
 const QUANT_GRID: &str = include_str!("kernels/quant_grid.wgsl");
+const SAMPLE: &str = include_str!("kernels/sample.wgsl");
 
 /// Words per codebook table (see [`grid_source`]).
 const GRID_CHUNK: usize = 64;
@@ -79,6 +81,8 @@ pub enum Family {
     /// One weight row against one (slot, token) column per workgroup.
     MulMatId,
     Seq(SeqKind),
+    /// One row's draw from its candidates per workgroup.
+    Sample,
 }
 
 impl Family {
@@ -131,6 +135,10 @@ impl Family {
                 };
                 flags.push(flag);
                 body
+            }
+            Family::Sample => {
+                vars.push(("MAX_K", crate::ops::SAMPLE_MAX_K.to_string()));
+                SAMPLE
             }
         }
     }

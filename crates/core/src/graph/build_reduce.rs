@@ -1,10 +1,11 @@
-//! Builders for reductions and sorting: sum, sum_rows, cumsum, argmax, argsort, top_k.
+//! Builders for reductions and sorting: sum, sum_rows, cumsum, argmax, argsort, top_k, and the
+//! draw from top-k candidates (sample).
 
 use super::{Graph, TensorId};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, MAX_DIMS};
-use crate::op::{Op, SortOrder};
+use crate::op::{Op, SampleParams, SortOrder};
 
 impl Graph {
     /// Checks that `a` is a float tensor for `op`, returning its dtype and extents.
@@ -85,6 +86,45 @@ impl Graph {
         let l = Layout::contiguous(DType::I32, [u64::from(k), ne[1], ne[2], ne[3]])?;
         self.push(Op::TopK { k }, vec![Some(a)], DType::I32, l)
     }
+
+    /// One token id per row drawn from the candidates `vals` (F32 `[k, rows]`, largest first)
+    /// with ids `ids` (I32 `[k, rows]`) under per-row `params` (F32 `[SampleParams::WORDS,
+    /// rows]`): result I32 `[rows]` ([`Op::Sample`]). Each source may be any view of those
+    /// extents.
+    pub fn sample(&mut self, vals: TensorId, ids: TensorId, params: TensorId) -> Result<TensorId> {
+        let want = |g: &Self, t: TensorId, dtype: DType, ne0: u64, rows: Option<u64>| {
+            let n = g.try_node(t)?;
+            if n.dtype != dtype {
+                return Err(Error::DType {
+                    op: "SAMPLE",
+                    dtypes: format!("'{}' must be {dtype}, got {}", n.name, n.dtype),
+                });
+            }
+            let ne = n.layout.ne;
+            if ne[0] != ne0 || rows.is_some_and(|r| ne[1] != r) || ne[2] != 1 || ne[3] != 1 {
+                return Err(Error::shape(format!(
+                    "sample: '{}' is {ne:?}, want [{ne0}, {}, 1, 1]",
+                    n.name,
+                    rows.map_or("rows".into(), |r| r.to_string())
+                )));
+            }
+            Ok(ne[1])
+        };
+        let k = self.try_node(vals)?.layout.ne[0];
+        if k == 0 || k > i32::MAX as u64 {
+            return Err(Error::shape(format!("sample: {k} candidates")));
+        }
+        let rows = want(self, vals, DType::F32, k, None)?;
+        want(self, ids, DType::I32, k, Some(rows))?;
+        want(self, params, DType::F32, SampleParams::WORDS, Some(rows))?;
+        let l = Layout::contiguous(DType::I32, [rows, 1, 1, 1])?;
+        self.push(
+            Op::Sample,
+            vec![Some(vals), Some(ids), Some(params)],
+            DType::I32,
+            l,
+        )
+    }
 }
 
 #[cfg(test)]
@@ -112,5 +152,23 @@ mod tests {
             g.argsort(i, SortOrder::Asc),
             Err(Error::DType { .. })
         ));
+    }
+
+    #[test]
+    fn sample_takes_candidates_ids_and_params_of_equal_rows() {
+        let mut g = Graph::new();
+        let v = g.input("v", DType::F32, [8, 3, 1, 1]).unwrap();
+        let ids = g.input("ids", DType::I32, [8, 3, 1, 1]).unwrap();
+        let p = g.input("p", DType::F32, [5, 3, 1, 1]).unwrap();
+        let s = g.sample(v, ids, p).unwrap();
+        assert_eq!((g.ne(s), g.dtype(s)), ([3, 1, 1, 1], DType::I32));
+        let p2 = g.input("p2", DType::F32, [5, 2, 1, 1]).unwrap();
+        assert!(g.sample(v, ids, p2).is_err(), "params of other rows");
+        let p4 = g.input("p4", DType::F32, [4, 3, 1, 1]).unwrap();
+        assert!(g.sample(v, ids, p4).is_err(), "four params a row");
+        let fids = g.input("fids", DType::F32, [8, 3, 1, 1]).unwrap();
+        assert!(matches!(g.sample(v, fids, p), Err(Error::DType { .. })));
+        let short = g.input("short", DType::I32, [7, 3, 1, 1]).unwrap();
+        assert!(g.sample(v, short, p).is_err(), "ids of other k");
     }
 }

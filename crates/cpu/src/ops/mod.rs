@@ -10,6 +10,7 @@ mod movement;
 mod norm;
 mod reduce;
 mod rope;
+mod sample;
 mod shape;
 mod softmax;
 mod ssm;
@@ -70,6 +71,7 @@ pub(crate) fn eval(ctx: &mut Ctx) -> Result<()> {
         Op::ArgMax => reduce::argmax(ctx),
         Op::ArgSort { order } => reduce::argsort(ctx, *order),
         Op::TopK { k } => reduce::top_k(ctx, *k),
+        Op::Sample => sample::sample(ctx),
         Op::SsmConv => ssm::ssm_conv(ctx),
         Op::SsmScan => ssm::ssm_scan(ctx),
         Op::GatedDeltaNet => ssm::gated_delta_net(ctx),

@@ -12,6 +12,8 @@ mod moe;
 mod nn;
 mod reduce;
 mod rows;
+mod sample;
+pub(crate) use sample::MAX_K as SAMPLE_MAX_K;
 mod seq;
 mod shape;
 mod top_k;
@@ -236,6 +238,7 @@ pub(crate) fn plan_node(graph: &Graph, t: TensorId, caps: &Capabilities) -> Resu
         } => attention::flash_attn_ext(&ctx, *scale, *max_bias, *logit_softcap)?,
         Op::ArgMax => top_k::argmax(&ctx)?,
         Op::TopK { k } => top_k::top_k(&ctx, *k)?,
+        Op::Sample => sample::sample(&ctx)?,
         Op::Set { nb, offset } => shape::set(&ctx, *nb, *offset)?,
         Op::Concat { dim } => shape::concat(&ctx, *dim)?,
         Op::Repeat => shape::repeat(&ctx)?,
@@ -340,6 +343,7 @@ pub(crate) fn all_pipeline_keys() -> Vec<PipelineKey> {
     keys.extend(nn::keys());
     keys.extend(attention::keys());
     keys.extend(top_k::keys());
+    keys.extend(sample::keys());
     keys.extend(shape::keys());
     keys.extend(reduce::keys());
     keys.extend(moe::keys());

@@ -773,6 +773,7 @@ pub fn cases() -> Vec<Case> {
     super::attn_cases::add(&mut out);
     super::shape_cases::add(&mut out);
     super::reduce_cases::add(&mut out);
+    super::sample_cases::add(&mut out);
     super::seq_cases::add(&mut out);
     super::fuse_cases::add(&mut out);
     out

@@ -12,6 +12,7 @@ mod nn_cases;
 pub mod perf;
 mod perf_cases;
 mod reduce_cases;
+mod sample_cases;
 mod seq_cases;
 mod shape_cases;
 
