@@ -7,6 +7,15 @@
 //! device ([`NextToken::Argmax`]) and is queued before the host reads step `t`, so the device
 //! never waits for the host's read, decision and encoding between steps. When step `t`'s token
 //! ends the generation, the step queued ahead is finished and its token dropped from the cache.
+//!
+//! Sampling from the top-K candidates ([`Readback::TopK`]: no penalties) does the same with
+//! the token drawn on the device ([`NextToken::Sampled`]): the uniform of each step's draw is
+//! taken from the sampler when the step is queued ([`Sampler::draw`]), in token order, so a
+//! seed gives the stream of uniforms the host's draws took; a step dropped at the end gives its
+//! uniform back (the sampler is restored), so a sampler reused for the next turn continues as
+//! if nothing had been queued ahead. Every token of such a sampler, the prompt's included, is the
+//! device's draw. Penalties and log-probabilities need the whole row: those steps run one at a
+//! time and the host samples.
 
 use web_time::{Duration, Instant};
 
@@ -94,17 +103,32 @@ pub async fn generate_async(
     }
     let mut history: Vec<u32> = prompt.to_vec();
     let read = sampler.readback(session.candidates());
+    // The backend draws (and the host reads only the drawn token and the argmax).
+    let drawn = read == Readback::TopK;
+    let (read, feed) = match drawn {
+        true => (Readback::Argmax, NextToken::Sampled),
+        false => (read, NextToken::Argmax),
+    };
+    let draw = |s: &mut Sampler| drawn.then(|| s.draw());
     let t0 = Instant::now();
-    let mut row = session.step_async(&chunk(prompt), read).await?.remove(0);
+    let first: Vec<_> = draw(sampler).into_iter().collect();
+    let mut row = session
+        .step_drawn_async(&chunk(prompt), read, &first)
+        .await?
+        .remove(0);
     let prompt_time = t0.elapsed();
     let t1 = Instant::now();
     let mut stream = tokenizer.stream_decoder();
     let mut generated = 0;
     let mut stop = StopReason::Length;
-    // The step queued ahead of the one whose row is read next (greedy only).
-    let mut ahead: Option<QueuedStep> = None;
+    // The step queued ahead of the one whose row is read next, and the sampler as it was
+    // before that step's draw.
+    let mut ahead: Option<(QueuedStep, Sampler)> = None;
     while generated < max_tokens {
-        let next = sampler.sample_row(&row, &history)?;
+        let next = match row.sampled {
+            Some(t) => t,
+            None => sampler.sample_row(&row, &history)?,
+        };
         generated += 1;
         if tokenizer.is_eog(next) {
             stop = StopReason::EndOfGeneration;
@@ -123,20 +147,26 @@ pub async fn generate_async(
             row = session.step_async(&chunk(&[next]), read).await?.remove(0);
             continue;
         }
-        // The step that evaluates `next` (queued ahead, fed its predecessor's argmax, which is
-        // `next`), then the one after it, when another token may follow.
+        // The step that evaluates `next` (queued ahead, fed its predecessor's argmax or drawn
+        // token, which is `next`), then the one after it, when another token may follow.
         let current = match ahead.take() {
-            Some(q) => q,
-            None => session.queue_decode(NextToken::Id(next), read)?,
+            Some((q, _)) => q,
+            None => {
+                let d = draw(sampler);
+                session.queue_decode(NextToken::Id(next), read, d)?
+            }
         };
         if generated + 1 < max_tokens {
-            ahead = Some(session.queue_decode(NextToken::Argmax, read)?);
+            let before = sampler.clone();
+            let d = draw(sampler);
+            ahead = Some((session.queue_decode(feed, read, d)?, before));
         }
         row = session.finish_decode_async(current).await?;
     }
-    if let Some(q) = ahead {
+    if let Some((q, before)) = ahead {
         session.finish_decode_async(q).await?;
         session.truncate(session.n_past() - 1);
+        *sampler = before;
     }
     let rest = stream.finish();
     if !rest.is_empty() && stop != StopReason::Callback {

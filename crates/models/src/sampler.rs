@@ -11,9 +11,19 @@
 //! - anything else (`top_k = 0` or above the candidates, a repetition/presence/frequency penalty,
 //!   which can reorder the whole vocabulary, or log-probabilities, which need the whole row's
 //!   normalizer): the whole row ([`Readback::Logits`]).
+//!
+//! With [`Readback::TopK`] the backend can also make the draw itself (`Graph::sample`, the same
+//! cuts and running sums in f32): [`Sampler::draw`] takes the uniform the host would have taken
+//! and returns the parameters of that draw, so a step can be queued before the host has read
+//! its predecessor. The tokens so drawn are the *reference* tokens of `generate` for such
+//! samplers, on every backend: on the CPU backend they equal [`Sampler::sample_row`]'s exactly
+//! (one arithmetic); a GPU's exp and division round differently, so its token differs from the
+//! host's only where `r` or a cut lies within rounding of a running sum.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+
+use wgllm_core::op::SampleParams;
 
 use crate::error::ModelError;
 use crate::session::{Readback, RowOut};
@@ -66,7 +76,8 @@ impl SamplerConfig {
     }
 }
 
-/// A sampler with its random state.
+/// A sampler with its random state (a clone continues the same stream of draws).
+#[derive(Clone)]
 pub struct Sampler {
     cfg: SamplerConfig,
     rng: StdRng,
@@ -119,6 +130,20 @@ impl Sampler {
             Readback::TopK
         } else {
             Readback::Logits
+        }
+    }
+
+    /// The parameters of the backend's draw of the next token (`Graph::sample`), taking the
+    /// one uniform that [`Sampler::sample_row`] would take: for samplers whose
+    /// [`Sampler::readback`] is [`Readback::TopK`].
+    pub fn draw(&mut self) -> SampleParams {
+        let c = self.cfg;
+        SampleParams {
+            r: self.rng.random(),
+            temperature: c.temperature,
+            top_p: c.top_p,
+            min_p: c.min_p,
+            top_k: c.top_k.min(u32::MAX as usize) as u32,
         }
     }
 
@@ -288,6 +313,66 @@ mod tests {
         });
         for _ in 0..200 {
             assert_eq!(s.sample(&logits, &[]), 0, "top_p 0.5 keeps only token 0");
+        }
+    }
+
+    /// On the CPU backend the step's draw (`Graph::sample`, given `Sampler::draw`'s parameters)
+    /// is the host's draw from the candidates read back with it, token for token: one
+    /// arithmetic, one stream of uniforms.
+    #[test]
+    fn the_cpu_backend_draws_what_the_host_draws() {
+        use crate::session::{SeqChunk, Session, SessionConfig};
+        use crate::synth::{llama_gguf, LlamaShape};
+        use wgllm_core::DType;
+        use wgllm_gguf::GgufFile;
+
+        let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 3).unwrap();
+        let f = GgufFile::from_bytes(bytes::Bytes::from(bytes)).unwrap();
+        let cfg = SessionConfig {
+            n_ctx: 64,
+            ubatch: 4,
+            ..SessionConfig::default()
+        };
+        let mut s = Session::new(&wgllm_cpu::CpuBackend, &f, cfg).unwrap();
+        let configs = [
+            SamplerConfig::default(),
+            SamplerConfig {
+                temperature: 1.5,
+                top_p: 0.9,
+                min_p: 0.1,
+                seed: 5,
+                ..SamplerConfig::default()
+            },
+            SamplerConfig {
+                temperature: 3.0,
+                top_k: 5,
+                top_p: 1.0,
+                min_p: 0.0,
+                seed: 9,
+                ..SamplerConfig::default()
+            },
+        ];
+        for c in configs {
+            s.reset();
+            let mut device = Sampler::new(c);
+            let mut host = device.clone();
+            assert_eq!(device.readback(s.candidates()), Readback::TopK);
+            let (mut tok, mut seen) = (1, std::collections::HashSet::new());
+            for _ in 0..16 {
+                let chunk = [SeqChunk {
+                    seq: 0,
+                    tokens: &[tok],
+                    output: true,
+                }];
+                let row = s
+                    .step_drawn(&chunk, Readback::TopK, &[device.draw()])
+                    .unwrap()
+                    .remove(0);
+                tok = host.sample_row(&row, &[]).unwrap();
+                assert_eq!(row.sampled, Some(tok), "{c:?}");
+                seen.insert(tok);
+            }
+            assert!(seen.len() > 2, "{c:?} drew only {seen:?}");
         }
     }
 

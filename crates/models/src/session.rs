@@ -18,6 +18,14 @@
 //! each output row), so a decode step reads back 4 bytes per sequence for greedy decoding, or
 //! [`GPU_TOP_K`] candidates for sampling, instead of the whole vocabulary ([`Readback`]).
 //!
+//! After the head this module adds a draw from those candidates (`Graph::sample`) under
+//! per-row [`SampleParams`] given with a run ([`Session::step_drawn`], [`Session::queue_decode`]):
+//! the token llama.cpp's default sampler picks, made on the device, so sampled decoding can feed
+//! it to the next step there ([`NextToken::Sampled`]) the way greedy decoding feeds the argmax.
+//! Every step graph has it (one workgroup per output row over [`GPU_TOP_K`] values, against a
+//! vocabulary-sized product and top-K before it): rows given no draw run it as an argmax and read
+//! nothing of it.
+//!
 //! Reads are awaited ([`wgllm_core::Executable::read_async`]): [`Session::step_async`] is the
 //! browser's way, where a GPU readback completes on a later turn of the event loop; the blocking
 //! methods run the same code, whose futures every native backend completes at once.
@@ -26,6 +34,7 @@ use std::future::Future;
 use std::task::{Context, Poll, Waker};
 
 use wgllm_core::backend::Ticket;
+use wgllm_core::op::SampleParams;
 use wgllm_core::{Backend, DType, Executable, TensorId};
 use wgllm_gguf::GgufFile;
 
@@ -79,6 +88,9 @@ pub struct RowOut {
     pub top: Option<Vec<(u32, f32)>>,
     /// The whole row (with [`Readback::Logits`]).
     pub logits: Option<Vec<f32>>,
+    /// The token drawn on the backend from the top-K candidates, for a row the run was given
+    /// [`SampleParams`] for.
+    pub sampled: Option<u32>,
 }
 
 /// Tokens appended to one sequence by a [`Session::step`].
@@ -93,6 +105,10 @@ pub struct SeqChunk<'a> {
 struct Step {
     graph: StepGraph,
     exe: Box<dyn Executable>,
+    /// F32 `[SampleParams::WORDS, n_outputs]`: each output row's draw.
+    draw_params: TensorId,
+    /// I32 `[n_outputs]`: the token drawn from each row's candidates.
+    sampled: TensorId,
 }
 
 /// One token of a run: which cache row it writes and which rows it sees.
@@ -102,6 +118,8 @@ struct Tok {
     pos: usize,
     seq: usize,
     out: bool,
+    /// The draw of an `out` token's row, when the run draws one.
+    draw: Option<SampleParams>,
 }
 
 /// A model ready to evaluate tokens.
@@ -113,7 +131,8 @@ pub struct Session {
     lens: Vec<usize>,
     cfg: SessionConfig,
     /// The step that ran last, while its outputs still describe the cache's last token (a
-    /// truncation or reset clears it): what [`NextToken::Argmax`] feeds from.
+    /// truncation or reset clears it): what [`NextToken::Argmax`] and [`NextToken::Sampled`]
+    /// feed from.
     last_run: Option<usize>,
 }
 
@@ -125,6 +144,10 @@ pub enum NextToken {
     /// The argmax of the decode step queued just before this one, taken on the device: greedy
     /// decoding can queue step `t + 1` before the host has read step `t`.
     Argmax,
+    /// The token drawn by the decode step queued just before this one (its [`SampleParams`];
+    /// the argmax when it was given none), taken on the device: sampled decoding queues ahead
+    /// like greedy decoding.
+    Sampled,
 }
 
 /// A one-token decode step of sequence 0 queued by [`Session::queue_decode`]; its row comes from
@@ -135,12 +158,14 @@ pub struct QueuedStep {
     ticket: Ticket,
     step: usize,
     read: Readback,
+    drawn: bool,
 }
 
 /// The inputs of one run, and which of its tokens produce output rows.
 struct Prepared {
     inputs: Vec<(TensorId, Vec<u8>)>,
-    outs: usize,
+    /// Per output row: whether it was given a draw.
+    drawn: Vec<bool>,
 }
 
 impl Session {
@@ -193,15 +218,24 @@ impl Session {
                     n_outputs: if cfg.all_logits { n } else { n.min(n_seq) } as u32,
                     kv_dtype: cfg.kv_dtype,
                 };
-                arch.build_step(file, shape)
+                let mut step = arch.build_step(file, shape)?;
+                let draw = add_draw(&mut step)?;
+                Ok((step, draw))
             })
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, ModelError>>()?;
+        let (graphs, draws): (Vec<StepGraph>, Vec<_>) = graphs.into_iter().unzip();
         let refs: Vec<&wgllm_core::Graph> = graphs.iter().map(|s| &s.graph).collect();
         let exes = backend.compile_shared(&refs)?;
         let steps = graphs
             .into_iter()
             .zip(exes)
-            .map(|(graph, exe)| Step { graph, exe })
+            .zip(draws)
+            .map(|((graph, exe), (draw_params, sampled))| Step {
+                graph,
+                exe,
+                draw_params,
+                sampled,
+            })
             .collect();
         Ok(Session {
             arch,
@@ -279,6 +313,7 @@ impl Session {
                 pos: start + i,
                 seq: 0,
                 out: self.cfg.all_logits || i == last,
+                draw: None,
             })
             .collect();
         let rows = now(self.run_all(&toks, Readback::Logits))?;
@@ -303,6 +338,36 @@ impl Session {
         batch: &[SeqChunk<'_>],
         read: Readback,
     ) -> Result<Vec<RowOut>, ModelError> {
+        self.step_drawn_async(batch, read, &[]).await
+    }
+
+    /// [`Session::step`] that also draws a token on the backend for the first `draws.len()`
+    /// output rows (in `batch` order), `draws[j]` the parameters of row `j`'s draw: their
+    /// [`RowOut::sampled`].
+    pub fn step_drawn(
+        &mut self,
+        batch: &[SeqChunk<'_>],
+        read: Readback,
+        draws: &[SampleParams],
+    ) -> Result<Vec<RowOut>, ModelError> {
+        now(self.step_drawn_async(batch, read, draws))
+    }
+
+    /// [`Session::step_drawn`] awaiting the backend's reads.
+    pub async fn step_drawn_async(
+        &mut self,
+        batch: &[SeqChunk<'_>],
+        read: Readback,
+        draws: &[SampleParams],
+    ) -> Result<Vec<RowOut>, ModelError> {
+        let outputs = batch.iter().filter(|c| c.output && !c.tokens.is_empty());
+        if draws.len() > outputs.count() {
+            return Err(ModelError::BadSession(format!(
+                "{} draws for fewer output rows",
+                draws.len()
+            )));
+        }
+        let mut draws = draws.iter().copied();
         let mut toks = Vec::new();
         for (i, c) in batch.iter().enumerate() {
             if batch[..i].iter().any(|o| o.seq == c.seq) {
@@ -314,11 +379,16 @@ impl Session {
             self.check(c.seq, c.tokens)?;
             let start = self.lens[c.seq];
             let last = c.tokens.len().saturating_sub(1);
+            let draw = match c.output && !c.tokens.is_empty() {
+                true => draws.next(),
+                false => None,
+            };
             toks.extend(c.tokens.iter().enumerate().map(|(j, &token)| Tok {
                 token,
                 pos: start + j,
                 seq: c.seq,
                 out: c.output && j == last,
+                draw: draw.filter(|_| j == last),
             }));
         }
         let rows = self.run_all(&toks, read).await?;
@@ -396,66 +466,74 @@ impl Session {
         // With several sequences the argmax may be another sequence's.
         self.last_run = (self.n_seq() == 1).then_some(i);
         let step = &mut self.steps[i];
-        if p.outs == 0 {
+        if p.drawn.is_empty() {
             step.exe.run(&inputs)?;
             return Ok(vec![]);
         }
-        let outputs = outputs(&step.graph, read);
+        let sampled = p.drawn.contains(&true);
+        let outputs = outputs(step, read, sampled);
         let ticket = step.exe.submit(&inputs, &[], &outputs)?;
         let bytes = step.exe.finish(ticket).await?;
-        self.rows(i, read, p.outs, bytes)
+        self.rows(i, read, &p.drawn, bytes)
     }
 
     /// Queues a one-token decode step of sequence 0 without waiting for it: its token, at the
-    /// next position, is `token` or the argmax of the decode step queued just before
-    /// ([`NextToken::Argmax`]). The position counts as filled at once; a caller that drops a
-    /// step it queued ahead (its predecessor ended the generation) finishes it and truncates.
+    /// next position, is `token` or the argmax or drawn token of the decode step queued just
+    /// before ([`NextToken::Argmax`], [`NextToken::Sampled`]); with a `draw` its row also draws
+    /// a token on the backend ([`RowOut::sampled`]). The position counts as filled at once; a
+    /// caller that drops a step it queued ahead (its predecessor ended the generation) finishes
+    /// it and truncates.
     pub fn queue_decode(
         &mut self,
         token: NextToken,
         read: Readback,
+        draw: Option<SampleParams>,
     ) -> Result<QueuedStep, ModelError> {
         let i = self.steps.len() - 1;
-        let id = match token {
-            NextToken::Id(t) => t,
-            NextToken::Argmax if self.last_run == Some(i) => 0,
-            NextToken::Argmax => {
-                return Err(ModelError::BadSession(
-                    "a step fed the previous step's argmax must follow a decode step of this \
-                     session's cache as it is"
+        let id =
+            match token {
+                NextToken::Id(t) => t,
+                NextToken::Argmax | NextToken::Sampled if self.last_run == Some(i) => 0,
+                NextToken::Argmax | NextToken::Sampled => return Err(ModelError::BadSession(
+                    "a step fed the previous step's argmax or drawn token must follow a decode \
+                     step of this session's cache as it is"
                         .into(),
-                ))
-            }
-        };
+                )),
+            };
         self.check(0, &[id])?;
         let tok = Tok {
             token: id,
             pos: self.lens[0],
             seq: 0,
             out: true,
+            draw,
         };
         let p = self.prepare(i, &[tok])?;
         let step = &mut self.steps[i];
         let g = &step.graph;
-        let fed = token == NextToken::Argmax;
+        let source = match token {
+            NextToken::Id(_) => None,
+            NextToken::Argmax => Some(g.argmax),
+            NextToken::Sampled => Some(step.sampled),
+        };
         let inputs: Vec<(TensorId, &[u8])> = p
             .inputs
             .iter()
-            .filter(|(t, _)| !(fed && *t == g.tokens))
+            .filter(|(t, _)| !(source.is_some() && *t == g.tokens))
             .map(|(t, d)| (*t, &d[..]))
             .collect();
-        let feeds = if fed {
-            vec![(g.tokens, g.argmax)]
-        } else {
-            vec![]
-        };
-        let ticket = step.exe.submit(&inputs, &feeds, &outputs(g, read))?;
+        let feeds: Vec<(TensorId, TensorId)> = source.map(|s| (g.tokens, s)).into_iter().collect();
+        let drawn = draw.is_some();
+        let ticket = step
+            .exe
+            .submit(&inputs, &feeds, &outputs(step, read, drawn))?;
         self.lens[0] += 1;
         self.last_run = Some(i);
         Ok(QueuedStep {
             ticket,
             step: i,
             read,
+            drawn,
         })
     }
 
@@ -467,7 +545,7 @@ impl Session {
     /// [`Session::finish_decode`] awaiting the backend's read: the browser's way.
     pub async fn finish_decode_async(&mut self, q: QueuedStep) -> Result<RowOut, ModelError> {
         let bytes = self.steps[q.step].exe.finish(q.ticket).await?;
-        let mut rows = self.rows(q.step, q.read, 1, bytes)?;
+        let mut rows = self.rows(q.step, q.read, &[q.drawn], bytes)?;
         Ok(rows.remove(0))
     }
 
@@ -483,6 +561,7 @@ impl Session {
             pos: 0,
             seq: n_seq,
             out: false,
+            draw: None,
         };
         let toks: Vec<Tok> = run
             .iter()
@@ -521,12 +600,20 @@ impl Session {
             .take(n_out)
             .flat_map(|j| le32(j as i32))
             .collect();
+        // Rows without a draw (and padding rows) draw the argmax.
+        let draw_params: Vec<u8> = (0..n_out)
+            .flat_map(|r| {
+                let d = outs.get(r).and_then(|&j| run[j].draw);
+                d.unwrap_or(SampleParams::ARGMAX).to_bytes()
+            })
+            .collect();
         let mut inputs = vec![
             (g.tokens, tokens),
             (g.positions, positions),
             (g.kv_slots, slots),
             (g.mask, mask),
             (g.out_rows, out_rows),
+            (self.steps[i].draw_params, draw_params),
         ];
         if let Some(swa) = g.mask_swa {
             inputs.push((
@@ -536,16 +623,17 @@ impl Session {
         }
         Ok(Prepared {
             inputs,
-            outs: outs.len(),
+            drawn: outs.iter().map(|&j| run[j].draw.is_some()).collect(),
         })
     }
 
-    /// The first `n_rows` output rows of step `i` from the bytes of [`outputs`]`(graph, read)`.
+    /// The first `drawn.len()` output rows of step `i` from the bytes of
+    /// [`outputs`]`(step, read, any drawn)`; `drawn[r]`: row `r` was given a draw.
     fn rows(
         &self,
         i: usize,
         read: Readback,
-        n_rows: usize,
+        drawn: &[bool],
         bytes: Vec<Vec<u8>>,
     ) -> Result<Vec<RowOut>, ModelError> {
         let n_vocab = self.arch.n_vocab();
@@ -557,6 +645,10 @@ impl Session {
                 .ok_or_else(|| ModelError::BadSession("a run returned too few outputs".into()))
         };
         let argmax = i32s(&next()?);
+        let sampled = match drawn.contains(&true) {
+            true => i32s(&next()?),
+            false => vec![],
+        };
         let top = if read >= Readback::TopK {
             let ids = i32s(&next()?);
             let vals = f32s(&next()?);
@@ -570,9 +662,10 @@ impl Session {
         } else {
             None
         };
-        Ok((0..n_rows)
+        Ok((0..drawn.len())
             .map(|r| RowOut {
                 argmax: argmax[r] as u32,
+                sampled: drawn[r].then(|| sampled[r] as u32),
                 top: top.as_ref().map(|(ids, vals, k)| {
                     (r * k..(r + 1) * k)
                         .map(|j| (ids[j] as u32, vals[j]))
@@ -586,9 +679,31 @@ impl Session {
     }
 }
 
-/// The outputs a run reads back for `read`, in the order [`Session::rows`] takes them.
-fn outputs(g: &StepGraph, read: Readback) -> Vec<TensorId> {
+/// The draw after the output head of `step`: its parameters input and the drawn token.
+fn add_draw(step: &mut StepGraph) -> Result<(TensorId, TensorId), ModelError> {
+    let g = &mut step.graph;
+    let n_out = u64::from(step.shape.n_outputs);
+    let k = g.ne(step.top_ids)[0];
+    let vals = g.reshape(step.top_vals, [k, n_out, 1, 1])?;
+    let params = g.input(
+        "draw_params",
+        DType::F32,
+        [SampleParams::WORDS, n_out, 1, 1],
+    )?;
+    let sampled = g.sample(vals, step.top_ids, params)?;
+    g.set_name(sampled, "sampled");
+    g.mark_output(sampled)?;
+    Ok((params, sampled))
+}
+
+/// The outputs a run reads back for `read` (and the drawn tokens with `sampled`), in the order
+/// [`Session::rows`] takes them.
+fn outputs(step: &Step, read: Readback, sampled: bool) -> Vec<TensorId> {
+    let g = &step.graph;
     let mut out = vec![g.argmax];
+    if sampled {
+        out.push(step.sampled);
+    }
     if read >= Readback::TopK {
         out.extend([g.top_ids, g.top_vals]);
     }

@@ -230,6 +230,7 @@ fn sampling_from_the_candidates_equals_sampling_from_the_row() {
         argmax: row.argmax,
         top: None,
         logits: None,
+        sampled: None,
     };
     assert_eq!(greedy.sample_row(&argmax_only, &[]).unwrap(), row.argmax);
     let mut penal = penal;

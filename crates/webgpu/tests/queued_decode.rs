@@ -1,6 +1,7 @@
-//! Greedy decoding with a step queued ahead on the WebGPU backend (`Session::queue_decode`,
-//! the token fed on the device from the previous step's argmax) produces the same tokens and
-//! cache as decoding one step at a time, and `generate` leaves no speculative token behind.
+//! Greedy and sampled decoding with a step queued ahead on the WebGPU backend
+//! (`Session::queue_decode`, the token fed on the device from the previous step's argmax or
+//! drawn token) produce the same tokens and cache as decoding one step at a time, and `generate`
+//! leaves no speculative token behind (nor a uniform taken from the sampler).
 
 use bytes::Bytes;
 use wgllm_core::DType;
@@ -9,7 +10,7 @@ use wgllm_models::generate::generate;
 use wgllm_models::sampler::{Sampler, SamplerConfig};
 use wgllm_models::synth::{llama_gguf, LlamaShape};
 use wgllm_models::tokenizer::Tokenizer;
-use wgllm_models::{NextToken, Readback, SeqChunk, Session, SessionConfig};
+use wgllm_models::{NextToken, Readback, RowOut, SeqChunk, Session, SessionConfig};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
 
 const PROMPT: [u32; 5] = [1, 5, 9, 3, 77];
@@ -62,11 +63,13 @@ fn steps_fed_their_predecessors_argmax_decode_like_single_steps() {
     let first = s.step(&chunk(&PROMPT), Readback::Argmax).unwrap()[0].argmax;
     let mut got = vec![first];
     let mut q = s
-        .queue_decode(NextToken::Id(first), Readback::TopK)
+        .queue_decode(NextToken::Id(first), Readback::TopK, None)
         .unwrap();
     for i in 0..STEPS {
-        let ahead =
-            (i + 1 < STEPS).then(|| s.queue_decode(NextToken::Argmax, Readback::TopK).unwrap());
+        let ahead = (i + 1 < STEPS).then(|| {
+            s.queue_decode(NextToken::Argmax, Readback::TopK, None)
+                .unwrap()
+        });
         let row = s.finish_decode(q).unwrap();
         // The top-K read back with it agrees with the argmax.
         assert_eq!(row.top.as_ref().unwrap()[0].0, row.argmax);
@@ -82,7 +85,7 @@ fn steps_fed_their_predecessors_argmax_decode_like_single_steps() {
     // After a truncation the last argmax no longer describes the cache's last token.
     s.truncate(PROMPT.len() + 2);
     let err = s
-        .queue_decode(NextToken::Argmax, Readback::Argmax)
+        .queue_decode(NextToken::Argmax, Readback::Argmax, None)
         .unwrap_err();
     assert!(
         err.to_string().contains("must follow a decode step"),
@@ -90,7 +93,7 @@ fn steps_fed_their_predecessors_argmax_decode_like_single_steps() {
     );
     // Resuming with the known token continues the same walk.
     let q = s
-        .queue_decode(NextToken::Id(want[2]), Readback::Argmax)
+        .queue_decode(NextToken::Id(want[2]), Readback::Argmax, None)
         .unwrap();
     assert_eq!(s.finish_decode(q).unwrap().argmax, want[3]);
 }
@@ -130,4 +133,130 @@ fn greedy_generation_leaves_only_its_tokens_in_the_cache() {
     })
     .unwrap();
     assert_eq!(s.n_past(), PROMPT.len() + stats.generated_tokens - 1);
+}
+
+/// A sampler hot enough that its walk wanders (the synthetic model's logits are fairly flat),
+/// with every cut of llama.cpp's default chain active.
+fn hot(seed: u64) -> Sampler {
+    Sampler::new(SamplerConfig {
+        temperature: 1.5,
+        top_k: 40,
+        top_p: 0.95,
+        min_p: 0.05,
+        seed,
+        ..SamplerConfig::default()
+    })
+}
+
+/// The drawn token of a row, checked against the top-K candidates read with it.
+fn drawn(row: &RowOut) -> u32 {
+    let t = row.sampled.expect("the row was given a draw");
+    if let Some(top) = &row.top {
+        assert!(
+            top.iter().take(40).any(|c| c.0 == t),
+            "{t} is no top-40 candidate"
+        );
+    }
+    t
+}
+
+/// The prompt's draw, then `STEPS` drawn tokens one blocking step at a time.
+fn sampled_step_by_step(s: &mut Session, sampler: &mut Sampler) -> Vec<u32> {
+    let d = [sampler.draw()];
+    let mut tok = drawn(&s.step_drawn(&chunk(&PROMPT), Readback::TopK, &d).unwrap()[0]);
+    let mut out = vec![tok];
+    for _ in 0..STEPS {
+        let d = [sampler.draw()];
+        tok = drawn(&s.step_drawn(&chunk(&[tok]), Readback::TopK, &d).unwrap()[0]);
+        out.push(tok);
+    }
+    out
+}
+
+#[test]
+fn steps_fed_their_predecessors_draw_decode_like_single_steps() {
+    let (mut s, _) = session();
+    let greedy = step_by_step(&mut s);
+    s.reset();
+    let want = sampled_step_by_step(&mut s, &mut hot(7));
+    assert_ne!(want, greedy, "the draws never left the argmax");
+    s.reset();
+    assert_ne!(
+        want,
+        sampled_step_by_step(&mut s, &mut hot(8)),
+        "another seed, the same walk"
+    );
+
+    // Queued two deep: each step's token is its predecessor's draw, taken on the device.
+    s.reset();
+    let mut sampler = hot(7);
+    let d = [sampler.draw()];
+    let first = drawn(&s.step_drawn(&chunk(&PROMPT), Readback::Argmax, &d).unwrap()[0]);
+    let mut got = vec![first];
+    let mut q = s
+        .queue_decode(NextToken::Id(first), Readback::Argmax, Some(sampler.draw()))
+        .unwrap();
+    for i in 0..STEPS {
+        let ahead = (i + 1 < STEPS).then(|| {
+            s.queue_decode(NextToken::Sampled, Readback::TopK, Some(sampler.draw()))
+                .unwrap()
+        });
+        got.push(drawn(&s.finish_decode(q).unwrap()));
+        match ahead {
+            Some(a) => q = a,
+            None => break,
+        }
+    }
+    assert_eq!(got, want);
+    assert_eq!(s.n_past(), PROMPT.len() + STEPS);
+}
+
+#[test]
+fn sampled_generation_leaves_only_its_tokens_and_uniforms() {
+    let (mut s, f) = session();
+    let want = sampled_step_by_step(&mut s, &mut hot(7));
+    let tokenizer = Tokenizer::from_gguf(&f).unwrap();
+    assert!(
+        !want.iter().any(|&t| tokenizer.is_eog(t)),
+        "pick a seed whose walk does not end: {want:?}"
+    );
+    for max_tokens in [1, 2, 7] {
+        s.reset();
+        let mut sampler = hot(7);
+        let mut text = String::new();
+        let stats = generate(&mut s, &tokenizer, &mut sampler, &PROMPT, max_tokens, |t| {
+            text.push_str(t);
+            true
+        })
+        .unwrap();
+        assert_eq!(stats.generated_tokens, max_tokens);
+        assert_eq!(text, tokenizer.decode(&want[..max_tokens]));
+        // The last generated token is not evaluated; the step queued ahead was dropped.
+        assert_eq!(s.n_past(), PROMPT.len() + max_tokens - 1);
+        // The cache holds exactly the sampled walk, and the sampler took one uniform per token:
+        // the next step continues the walk.
+        let d = [sampler.draw()];
+        let row = s
+            .step_drawn(&chunk(&[want[max_tokens - 1]]), Readback::Argmax, &d)
+            .unwrap();
+        assert_eq!(drawn(&row[0]), want[max_tokens], "max_tokens {max_tokens}");
+    }
+    // A callback that stops at the third piece of text drops the step queued ahead, and gives
+    // its uniform back.
+    s.reset();
+    let mut sampler = hot(7);
+    let mut pieces = 0;
+    let stats = generate(&mut s, &tokenizer, &mut sampler, &PROMPT, 10, |_| {
+        pieces += 1;
+        pieces < 3
+    })
+    .unwrap();
+    let n = stats.generated_tokens;
+    assert!(n < 10, "the callback stopped it");
+    assert_eq!(s.n_past(), PROMPT.len() + n - 1);
+    let d = [sampler.draw()];
+    let row = s
+        .step_drawn(&chunk(&[want[n - 1]]), Readback::Argmax, &d)
+        .unwrap();
+    assert_eq!(drawn(&row[0]), want[n]);
 }

@@ -7,7 +7,10 @@
 //!   the first token random, each next one the last step's argmax, fed on the device, with one
 //!   step queued ahead of the one being read (`Session::queue_decode`). llama-bench's `tg` waits
 //!   for every step instead; `--profile` reports such a waited-for step. tg does not depend on
-//!   `--ubatch`, so it runs once, with the first ubatch of the sweep.
+//!   `--ubatch`, so it runs once, with the first ubatch of the sweep. With `--sample`, tg
+//!   samples as `wgllm run` does by default (llama.cpp's chain: temperature 0.8, top-k 40,
+//!   top-p 0.95, min-p 0.05, seeded with `--seed`): each token drawn on the device from the
+//!   step's top-K candidates and fed to the next step there, one step queued ahead.
 //!
 //! Each tg row also gets a roofline: the weight + KV bytes one token must read at least (weights
 //! read per token, without the token embedding unless it doubles as the output matrix, plus the
@@ -27,6 +30,7 @@ use clap::{Args as ClapArgs, ValueEnum};
 use serde_json::{json, Value};
 use wgllm_core::{Backend, DType, Graph};
 use wgllm_gguf::GgufFile;
+use wgllm_models::sampler::{Sampler, SamplerConfig};
 use wgllm_models::{Architecture, NextToken, Readback, Session, SessionConfig};
 use wgllm_webgpu::profile::{families, Clock, FamilyTime, Profiling, RunProfile};
 
@@ -92,9 +96,13 @@ pub struct Args {
     /// Decode steps --profile averages.
     #[arg(long, default_value_t = 5)]
     pub profile_steps: usize,
-    /// Seed of the random tokens.
+    /// Seed of the random tokens (and of the sampler with --sample).
     #[arg(long, default_value_t = 1234)]
     pub seed: u64,
+    /// tg samples with `wgllm run`'s default sampler (temperature 0.8, top-k 40, top-p 0.95,
+    /// min-p 0.05), each token drawn on the device, instead of greedy decoding.
+    #[arg(long)]
+    pub sample: bool,
     #[command(flatten)]
     pub backend: BackendArgs,
 }
@@ -249,8 +257,14 @@ impl Tokens {
     }
 }
 
-/// Seconds of one run of `test` from an empty cache.
-fn time_test(s: &mut Session, test: Test, tokens: &mut Tokens) -> Result<f64> {
+/// Seconds of one run of `test` from an empty cache; tg samples with `sampling` (greedy
+/// without).
+fn time_test(
+    s: &mut Session,
+    test: Test,
+    tokens: &mut Tokens,
+    sampling: Option<SamplerConfig>,
+) -> Result<f64> {
     let n_vocab = s.architecture().n_vocab();
     s.reset();
     let ids = tokens.take(test.tokens(), n_vocab);
@@ -260,9 +274,15 @@ fn time_test(s: &mut Session, test: Test, tokens: &mut Tokens) -> Result<f64> {
             s.eval(&ids)?;
         }
         Test::Tg(n) => {
-            let mut q = s.queue_decode(NextToken::Id(ids[0]), Readback::Argmax)?;
+            let mut sampler = sampling.map(Sampler::new);
+            let mut draw = || sampler.as_mut().map(Sampler::draw);
+            let feed = match sampling {
+                Some(_) => NextToken::Sampled,
+                None => NextToken::Argmax,
+            };
+            let mut q = s.queue_decode(NextToken::Id(ids[0]), Readback::Argmax, draw())?;
             for _ in 1..n {
-                let ahead = s.queue_decode(NextToken::Argmax, Readback::Argmax)?;
+                let ahead = s.queue_decode(feed, Readback::Argmax, draw())?;
                 s.finish_decode(q)?;
                 q = ahead;
             }
@@ -273,14 +293,20 @@ fn time_test(s: &mut Session, test: Test, tokens: &mut Tokens) -> Result<f64> {
 }
 
 /// Warms up, then times `reps` runs of `test`.
-fn run_test(s: &mut Session, test: Test, reps: usize, tokens: &mut Tokens) -> Result<Vec<f64>> {
+fn run_test(
+    s: &mut Session,
+    test: Test,
+    reps: usize,
+    tokens: &mut Tokens,
+    sampling: Option<SamplerConfig>,
+) -> Result<Vec<f64>> {
     let warm = match test {
         Test::Pp(p) => Test::Pp(p),
         Test::Tg(n) => Test::Tg(n.min(WARM_STEPS)),
     };
-    time_test(s, warm, tokens)?;
+    time_test(s, warm, tokens, sampling)?;
     (0..reps)
-        .map(|_| Ok(test.tokens() as f64 / time_test(s, test, tokens)?))
+        .map(|_| Ok(test.tokens() as f64 / time_test(s, test, tokens, sampling)?))
         .collect()
 }
 
@@ -418,6 +444,8 @@ struct Report {
     kv_type: DType,
     n_ctx: usize,
     copy: Option<CopyBandwidth>,
+    /// How tg decodes: greedy, or the sampler drawing on the device.
+    tg_sampling: Option<SamplerConfig>,
     rows: Vec<Row>,
     profile: Option<Profile>,
 }
@@ -479,6 +507,10 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         }
     };
     let mut tokens = Tokens(args.seed);
+    let sampling = args.sample.then_some(SamplerConfig {
+        seed: args.seed,
+        ..SamplerConfig::default()
+    });
     let mut rows = Vec::new();
     let mut profile = None;
     for (k, &ubatch) in args.ubatch.iter().enumerate() {
@@ -502,7 +534,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         };
         for test in tests {
             eprintln!("wgllm bench: {} ...", test.name());
-            let samples = run_test(&mut session, test, args.reps, &mut tokens)
+            let samples = run_test(&mut session, test, args.reps, &mut tokens, sampling)
                 .with_context(|| format!("running {}", test.name()))?;
             rows.push(Row {
                 test,
@@ -533,6 +565,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         kv_type,
         n_ctx,
         copy,
+        tg_sampling: sampling,
         rows,
         profile,
     };
@@ -595,6 +628,7 @@ fn write_md(r: &Report, out: &mut impl Write) -> Result<()> {
             c.clock
         )?;
     }
+    writeln!(out, "tg decoding: {}", sampling_name(r.tg_sampling))?;
     writeln!(out)?;
     writeln!(
         out,
@@ -734,9 +768,21 @@ fn to_json(r: &Report) -> Value {
             "gbps": c.gbps,
             "clock": c.clock,
         })),
+        "tg_sampling": sampling_name(r.tg_sampling),
         "results": results,
         "profile": profile,
     })
+}
+
+/// How tg decodes, in words.
+fn sampling_name(s: Option<SamplerConfig>) -> String {
+    match s {
+        None => "greedy".into(),
+        Some(c) => format!(
+            "sampled on the device (temperature {}, top-k {}, top-p {}, min-p {}, seed {})",
+            c.temperature, c.top_k, c.top_p, c.min_p, c.seed
+        ),
+    }
 }
 
 /// Quotes a CSV field when it needs it.
