@@ -77,6 +77,10 @@ pub type ReadFuture<'a> =
 pub type FinishFuture<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<Vec<u8>>>> + 'a>>;
 
+/// Where tickets made by [`Ticket::pending_reported`] put their id when they are dropped
+/// without being finished, so the backend can take back what their runs hold.
+pub type Abandoned = std::sync::Arc<std::sync::Mutex<Vec<u64>>>;
+
 /// A run queued by [`Executable::submit`], redeemed by [`Executable::finish`] of the same
 /// executable.
 #[derive(Debug)]
@@ -84,13 +88,29 @@ pub type FinishFuture<'a> =
 pub struct Ticket {
     id: u64,
     ready: Option<Vec<Vec<u8>>>,
+    /// Told this ticket's id if it is dropped unfinished.
+    abandoned: Option<Abandoned>,
 }
 
 impl Ticket {
     /// A run whose outputs the backend will read when the ticket is finished; `id` is the
     /// backend's own.
     pub fn pending(id: u64) -> Ticket {
-        Ticket { id, ready: None }
+        Ticket {
+            id,
+            ready: None,
+            abandoned: None,
+        }
+    }
+
+    /// [`Ticket::pending`] that pushes `id` onto `abandoned` when dropped without being
+    /// finished (a step queued ahead of a generation that an error ended).
+    pub fn pending_reported(id: u64, abandoned: &Abandoned) -> Ticket {
+        Ticket {
+            id,
+            ready: None,
+            abandoned: Some(abandoned.clone()),
+        }
     }
 
     /// A run whose outputs were read when it was submitted.
@@ -98,6 +118,7 @@ impl Ticket {
         Ticket {
             id: 0,
             ready: Some(outputs),
+            abandoned: None,
         }
     }
 
@@ -106,9 +127,21 @@ impl Ticket {
         self.id
     }
 
-    /// The outputs of a ticket made by [`Ticket::ready`].
-    pub fn into_ready(self) -> Option<Vec<Vec<u8>>> {
-        self.ready
+    /// The outputs of a ticket made by [`Ticket::ready`]; the ticket counts as finished.
+    pub fn into_ready(mut self) -> Option<Vec<Vec<u8>>> {
+        self.abandoned = None;
+        self.ready.take()
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if let Some(ids) = self.abandoned.take() {
+            // A poisoned list only loses the reclaim, never the drop.
+            if let Ok(mut ids) = ids.lock() {
+                ids.push(self.id);
+            }
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use wgllm_core::backend::{submit_blocking, FinishFuture, ReadFuture, Ticket};
+use wgllm_core::backend::{submit_blocking, Abandoned, FinishFuture, ReadFuture, Ticket};
 use wgllm_core::{Error, Executable, Graph, Op, Result, TensorId};
 
 use crate::buffer::{self, align_up, Buffers, MemoryReport, Shared};
@@ -58,6 +58,9 @@ pub struct WebGpuExecutable {
     in_flight: Vec<InFlight>,
     /// Staging buffers of finished runs, for the next submits.
     free_staging: Vec<wgpu::Buffer>,
+    /// Ids of tickets dropped unfinished: their runs' staging buffers go back to
+    /// `free_staging` on the next submit.
+    abandoned: Abandoned,
     next_ticket: u64,
 }
 
@@ -207,6 +210,7 @@ impl WebGpuExecutable {
             span_timestamps: None,
             in_flight: Vec::new(),
             free_staging: Vec::new(),
+            abandoned: Abandoned::default(),
             next_ticket: 1,
         })
     }
@@ -370,6 +374,22 @@ impl WebGpuExecutable {
                 }
             })
             .collect()
+    }
+
+    /// Moves the staging buffers of runs whose tickets were dropped unfinished to the free
+    /// list. Nothing maps them (only `finish` does), and a later run's copy into one is queued
+    /// after the abandoned run's, so they are free for the next submit.
+    fn reclaim_abandoned(&mut self) {
+        let ids = match self.abandoned.lock() {
+            Ok(mut ids) => std::mem::take(&mut *ids),
+            Err(_) => return,
+        };
+        for id in ids {
+            if let Some(i) = self.in_flight.iter().position(|f| f.id == id) {
+                let run = self.in_flight.swap_remove(i);
+                self.free_staging.push(run.staging);
+            }
+        }
     }
 
     /// A staging buffer of at least `size` bytes: a free one, or a new one.
@@ -687,6 +707,7 @@ impl Executable for WebGpuExecutable {
         if self.profiling.mode() != Profiling::Off {
             return submit_blocking(self, inputs, feeds, outputs);
         }
+        self.reclaim_abandoned();
         let before = self.feed_copies(feeds)?;
         let fed: Vec<TensorId> = feeds.iter().map(|f| f.0).collect();
         let mut placed = Vec::with_capacity(outputs.len());
@@ -729,7 +750,7 @@ impl Executable for WebGpuExecutable {
             outputs: placed,
             submission,
         });
-        Ok(Ticket::pending(id))
+        Ok(Ticket::pending_reported(id, &self.abandoned))
     }
 
     fn finish(&mut self, ticket: Ticket) -> FinishFuture<'_> {
@@ -869,6 +890,33 @@ mod tests {
         let p = exe.run_host_timed().unwrap();
         assert_eq!((p.clock, p.dispatches.len()), (Clock::Host, n));
         assert!(p.dispatches.iter().all(|d| d.ns > 0.0));
+    }
+
+    /// A run whose ticket is dropped unfinished (a step queued ahead of a generation that an
+    /// error ended) gives its staging buffer back on the next submit: a loop of such runs keeps
+    /// one run in flight and one buffer, and finishing still reads the right run.
+    #[test]
+    fn tickets_dropped_unfinished_give_their_staging_buffers_back() {
+        let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        let (g, x, y) = graph();
+        let xb = x_bytes();
+        let mut exe = gpu.compile_webgpu(&g).unwrap();
+        exe.run(&[(x, &xb)]).unwrap();
+        let want = exe.read(y).unwrap();
+        for _ in 0..5 {
+            drop(exe.submit(&[(x, &xb)], &[], &[y]).unwrap());
+        }
+        let t = exe.submit(&[(x, &xb)], &[], &[y]).unwrap();
+        assert_eq!(exe.in_flight.len(), 1, "abandoned runs are reclaimed");
+        assert_eq!(
+            exe.free_staging.len(),
+            0,
+            "one staging buffer serves them all"
+        );
+        assert_eq!(pollster::block_on(exe.finish(t)).unwrap(), vec![want]);
+        assert_eq!(exe.free_staging.len(), 1);
+        // A finished ticket is not reported as abandoned.
+        assert!(exe.abandoned.lock().unwrap().is_empty());
     }
 
     #[test]
