@@ -33,6 +33,14 @@ const VEC_MAX_HEADS: u64 = 8;
 /// Steps of keys a vec split takes at least, so its fixed costs (loading q, merging octets,
 /// writing its partial result) stay small beside its K/V reads.
 const VEC_MIN_STEPS: u64 = 2;
+/// Caches of at most this many keys run the vec kernel unsplit: one workgroup per head group
+/// walks the visible keys, and the combine dispatch and its scratch round trip go. A model
+/// passes its whole cache, so early in a generation most keys are masked and a split would
+/// mostly find none. On an H200, tg128 of the SmolLM2, Llama 1B and 8B shapes went from 672,
+/// 576, 202 to 719, 606, 208 t/s over a 640-key cache and to 717, 601, 208 over 1,024 keys;
+/// over 2,048 keys unsplit still won (708, 593, 204), but a full cache would then be one
+/// workgroup's walk.
+const VEC_UNSPLIT_KV: u64 = 1024;
 /// Workgroups a split attention aims for: enough to fill a large GPU several times over.
 const SPLIT_TARGET_GROUPS: u64 = 1024;
 /// Largest K/V head size: q sits in workgroup memory (4 KiB at 1024) and each invocation keeps
@@ -229,7 +237,11 @@ pub(super) fn flash_attn_ext(
     // Few rows with many keys (decode): cut the keys into splits of whole steps.
     let steps = n_kv.div_ceil(step);
     let min_steps = if vec { VEC_MIN_STEPS } else { 1 };
-    let want = (SPLIT_TARGET_GROUPS / groups.max(1))
+    let target = match vec && n_kv <= VEC_UNSPLIT_KV {
+        true => 1,
+        false => SPLIT_TARGET_GROUPS / groups.max(1),
+    };
+    let want = target
         .min(steps / min_steps)
         .min(u64::from(COMBINE_MAX_SPLITS));
     let (d, dv) = (ctx.items(d)?, ctx.items(dv)?);
@@ -376,9 +388,9 @@ mod tests {
 
     use crate::shaders::Kernel;
 
-    /// Query heads per workgroup of Llama 8B's decode attention (32/8 heads of 128, f16 cache)
-    /// over a cache of `n_kv` keys.
-    fn vec_heads(n_kv: u64) -> u32 {
+    /// The dispatches of Llama 8B's decode attention (32/8 heads of 128, f16 cache) over a
+    /// cache of `n_kv` keys.
+    fn planned(n_kv: u64) -> Vec<crate::ops::Dispatch> {
         let mut g = Graph::new();
         let q = g.input("q", DType::F32, [128, 1, 32, 1]).unwrap();
         let k = g.input("k", DType::F16, [128, n_kv, 8, 1]).unwrap();
@@ -388,11 +400,23 @@ mod tests {
             .flash_attn_ext(q, k, v, Some(m), None, 0.088, 0.0, 0.0)
             .unwrap();
         let caps = super::super::matmul::tests::caps(false, 32, 49152);
-        let d = super::super::plan_node(&g, a, &caps).unwrap();
-        match d[0].key.kernel {
+        super::super::plan_node(&g, a, &caps).unwrap()
+    }
+
+    /// Query heads per workgroup of that attention.
+    fn vec_heads(n_kv: u64) -> u32 {
+        match planned(n_kv)[0].key.kernel {
             Kernel::FlashAttnVec { heads, .. } => heads,
             ref other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn short_caches_run_unsplit() {
+        assert_eq!(planned(640).len(), 1);
+        assert_eq!(planned(super::VEC_UNSPLIT_KV).len(), 1);
+        assert_eq!(planned(super::VEC_UNSPLIT_KV + 1).len(), 2);
+        assert_eq!(planned(32768).len(), 2);
     }
 
     #[test]
