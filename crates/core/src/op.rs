@@ -192,6 +192,55 @@ impl SampleParams {
             top_k: v[4].max(0.0) as u32,
         }
     }
+
+    /// The index of the candidate drawn from `vals` (logits, largest first): [`Op::Sample`]'s
+    /// arithmetic, f32 throughout with every sum in candidate order. The CPU backend's SAMPLE
+    /// and wgllm-models' host sampler both call this, so on that backend a step's drawn token
+    /// is the host's draw from the same candidates and uniform.
+    pub fn pick(&self, vals: &[f32]) -> usize {
+        if self.temperature <= 0.0 || vals.len() <= 1 {
+            return 0;
+        }
+        let n = match self.top_k as usize {
+            0 => vals.len(),
+            k => k.min(vals.len()),
+        };
+        let vals = &vals[..n];
+        let probs = softmax(vals);
+        let mut keep = n;
+        if self.top_p < 1.0 {
+            let mut acc = 0.0;
+            for (i, q) in probs.iter().enumerate() {
+                acc += q;
+                if acc >= self.top_p {
+                    keep = i + 1;
+                    break;
+                }
+            }
+        }
+        if self.min_p > 0.0 {
+            let floor = probs[0] * self.min_p;
+            keep = keep.min(probs.iter().take_while(|&&q| q >= floor).count().max(1));
+        }
+        let keep = keep.max(1);
+        let scaled: Vec<f32> = vals[..keep].iter().map(|v| v / self.temperature).collect();
+        let mut acc = 0.0;
+        for (i, q) in softmax(&scaled).iter().enumerate() {
+            acc += q;
+            if self.r < acc {
+                return i;
+            }
+        }
+        keep - 1
+    }
+}
+
+/// `softmax(x)`: the maximum subtracted, the exps summed in order.
+fn softmax(x: &[f32]) -> Vec<f32> {
+    let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let e: Vec<f32> = x.iter().map(|v| (v - m).exp()).collect();
+    let s: f32 = e.iter().sum();
+    e.into_iter().map(|v| v / s).collect()
 }
 
 /// Interpolation of ggml_upscale / ggml_interpolate.
@@ -505,5 +554,46 @@ impl GluOp {
             GluOp::GegluErf => "GEGLU_ERF",
             GluOp::GegluQuick => "GEGLU_QUICK",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SampleParams;
+
+    fn params(r: f32, temperature: f32, top_p: f32, min_p: f32, top_k: u32) -> SampleParams {
+        SampleParams {
+            r,
+            temperature,
+            top_p,
+            min_p,
+            top_k,
+        }
+    }
+
+    #[test]
+    fn pick_cuts_and_draws_by_the_running_sums() {
+        let pick = |v: &[f32], p: SampleParams| p.pick(v);
+        // softmax ≈ [0.644, 0.237, 0.087, 0.032]
+        let v = [3.0, 2.0, 1.0, 0.0];
+        assert_eq!(pick(&v, params(0.99, 0.0, 1.0, 0.0, 0)), 0, "greedy");
+        assert_eq!(pick(&v, params(0.0, 1.0, 1.0, 0.0, 0)), 0);
+        assert_eq!(pick(&v, params(0.7, 1.0, 1.0, 0.0, 0)), 1);
+        assert_eq!(pick(&v, params(0.9, 1.0, 1.0, 0.0, 0)), 2);
+        assert_eq!(pick(&v, params(0.999, 1.0, 1.0, 0.0, 0)), 3);
+        // top_k 2 renormalizes over two: 0.731 | 0.269.
+        assert_eq!(pick(&v, params(0.72, 1.0, 1.0, 0.0, 2)), 0);
+        assert_eq!(pick(&v, params(0.74, 1.0, 1.0, 0.0, 2)), 1);
+        assert_eq!(pick(&v, params(0.999, 1.0, 1.0, 0.0, 2)), 1);
+        // top_p 0.85: 0.644 + 0.237 = 0.881 reaches it at the second candidate, two kept.
+        assert_eq!(pick(&v, params(0.999, 1.0, 0.85, 0.0, 0)), 1);
+        assert_eq!(pick(&v, params(0.999, 1.0, 0.5, 0.0, 0)), 0);
+        // min_p 0.1 keeps p >= 0.0644: three.
+        assert_eq!(pick(&v, params(0.999, 1.0, 1.0, 0.1, 0)), 2);
+        // Temperature 0.5 sharpens: softmax(2v) ≈ [0.865, 0.117, ...].
+        assert_eq!(pick(&v, params(0.8, 0.5, 1.0, 0.0, 0)), 0);
+        assert_eq!(pick(&v, params(0.8, 1.0, 1.0, 0.0, 0)), 1);
+        // min_p 1 keeps the ties of the first.
+        assert_eq!(pick(&[1.0, 1.0, 0.5], params(0.9, 1.0, 1.0, 1.0, 0)), 1);
     }
 }

@@ -200,48 +200,12 @@ impl Sampler {
     }
 
     /// Top-k, top-p, min-p, temperature and the draw over `cand`, sorted by logit, largest
-    /// first.
-    fn pick(&mut self, mut cand: Vec<(u32, f32)>) -> u32 {
-        let c = self.cfg;
-        if c.top_k > 0 {
-            cand.truncate(c.top_k.max(1));
-        }
-        let probs = softmax(&cand.iter().map(|x| x.1).collect::<Vec<_>>());
-        let mut keep = cand.len();
-        if c.top_p < 1.0 {
-            let mut acc = 0.0;
-            for (i, p) in probs.iter().enumerate() {
-                acc += p;
-                if acc >= c.top_p {
-                    keep = i + 1;
-                    break;
-                }
-            }
-        }
-        if c.min_p > 0.0 {
-            let floor = probs[0] * c.min_p;
-            keep = keep.min(probs.iter().take_while(|&&p| p >= floor).count().max(1));
-        }
-        cand.truncate(keep.max(1));
-        let scaled: Vec<f32> = cand.iter().map(|x| x.1 / c.temperature).collect();
-        let probs = softmax(&scaled);
-        let r: f32 = self.rng.random();
-        let mut acc = 0.0;
-        for (i, p) in probs.iter().enumerate() {
-            acc += p;
-            if r < acc {
-                return cand[i].0;
-            }
-        }
-        cand[cand.len() - 1].0
+    /// first: [`SampleParams::pick`] under [`Sampler::draw`]'s parameters, the arithmetic of the
+    /// backends' SAMPLE.
+    fn pick(&mut self, cand: Vec<(u32, f32)>) -> u32 {
+        let vals: Vec<f32> = cand.iter().map(|x| x.1).collect();
+        cand[self.draw().pick(&vals)].0
     }
-}
-
-fn softmax(x: &[f32]) -> Vec<f32> {
-    let m = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let e: Vec<f32> = x.iter().map(|v| (v - m).exp()).collect();
-    let s: f32 = e.iter().sum();
-    e.into_iter().map(|v| v / s).collect()
 }
 
 #[cfg(test)]
