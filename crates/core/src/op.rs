@@ -194,7 +194,8 @@ impl SampleParams {
     }
 
     /// The index of the candidate drawn from `vals` (logits, largest first): [`Op::Sample`]'s
-    /// arithmetic, f32 throughout with every sum in candidate order. The CPU backend's SAMPLE
+    /// arithmetic, f32 throughout with every sum in candidate order (`sample.wgsl` follows it
+    /// step by step). The CPU backend's SAMPLE
     /// and wgllm-models' host sampler both call this, so on that backend a step's drawn token
     /// is the host's draw from the same candidates and uniform.
     pub fn pick(&self, vals: &[f32]) -> usize {
@@ -223,7 +224,16 @@ impl SampleParams {
             keep = keep.min(probs.iter().take_while(|&&q| q >= floor).count().max(1));
         }
         let keep = keep.max(1);
-        let scaled: Vec<f32> = vals[..keep].iter().map(|v| v / self.temperature).collect();
+        // The maximum is subtracted before the division: `v / temperature` overflows to inf
+        // for a tiny temperature, and inf - inf would make every probability NaN.
+        let m = vals[..keep]
+            .iter()
+            .copied()
+            .fold(f32::NEG_INFINITY, f32::max);
+        let scaled: Vec<f32> = vals[..keep]
+            .iter()
+            .map(|v| (v - m) / self.temperature)
+            .collect();
         let mut acc = 0.0;
         for (i, q) in softmax(&scaled).iter().enumerate() {
             acc += q;
@@ -595,5 +605,16 @@ mod tests {
         assert_eq!(pick(&v, params(0.8, 1.0, 1.0, 0.0, 0)), 1);
         // min_p 1 keeps the ties of the first.
         assert_eq!(pick(&[1.0, 1.0, 0.5], params(0.9, 1.0, 1.0, 1.0, 0)), 1);
+    }
+
+    /// A temperature so small that `logit / temperature` overflows still draws the most likely
+    /// candidate (or its ties), never the last one through a NaN softmax.
+    #[test]
+    fn a_tiny_temperature_draws_the_first() {
+        let v = [30.0, 29.0, -28.0];
+        for t in [1e-38, 1e-30, f32::MIN_POSITIVE / 4.0] {
+            assert_eq!(params(0.9, t, 1.0, 0.0, 0).pick(&v), 0, "temperature {t}");
+        }
+        assert_eq!(params(0.9, 1e-38, 1.0, 0.0, 0).pick(&[5.0, 5.0, 1.0]), 1);
     }
 }

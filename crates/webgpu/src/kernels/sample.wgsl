@@ -77,11 +77,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             keep = min(keep, max(c, 1u));
         }
         keep = max(keep, 1u);
+        // The kept maximum, subtracted before the division by the temperature (as
+        // SampleParams::pick does): a tiny temperature would overflow vals / temp.
         var m2 = -3.402823e38;
-        if (sampled) {
-            for (var i = 0u; i < keep; i++) {
-                m2 = max(m2, vals[i] / temp);
-            }
+        for (var i = 0u; i < keep; i++) {
+            m2 = max(m2, vals[i]);
         }
         kept = keep;
         top = m2;
@@ -90,7 +90,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let keep = select(0u, kept, sampled);
     let m2 = top;
     for (var i = lid; i < keep; i += WG) {
-        ex[i] = exp(vals[i] / temp - m2);
+        ex[i] = exp((vals[i] - m2) / temp);
     }
     workgroupBarrier();
     if (valid && lid == 0u) {

@@ -98,7 +98,8 @@ fn clear_of_boundaries(vals: &[f32], p: &SampleParams) -> bool {
 /// Random parameters for `k` candidates, edge values among them.
 fn params(rng: &mut Rng, k: u32) -> SampleParams {
     let mut pick = |xs: &[f32]| xs[rng.below(xs.len() as u64) as usize];
-    let temperature = pick(&[0.0, 0.25, 0.8, 1.0, 1.5]);
+    // 2e-38: logit / temperature would overflow f32 (the smallest normal f32 is 1.2e-38).
+    let temperature = pick(&[0.0, 0.25, 0.8, 1.0, 1.5, 2e-38]);
     let top_k = [0, 1, k.div_ceil(2), k, k + 3][rng.below(5) as usize];
     let top_p = match rng.below(4) {
         0 => 1.0,
