@@ -23,8 +23,9 @@ const VEC_MAX_Q: u64 = 8;
 /// heads of 128 would be 128 accumulators a lane, past what registers hold without spilling).
 const VEC_MAX_HEAD: u64 = 256;
 const VEC_MAX_OUT: u64 = 512;
-/// Over caches of at most this many keys a vec workgroup keeps half as many output values:
-/// with fewer registers held, the short walks' fixed costs shrink. On an H200 (Llama 8B shape,
+/// Over caches of at most this many keys (past [`VEC_UNSPLIT_KV`], which take one head a
+/// workgroup) a vec workgroup keeps half as many output values: with fewer registers held,
+/// the short walks' fixed costs shrink. On an H200 (Llama 8B shape,
 /// 32/8 heads of 128): 2 heads a workgroup cut a 640-key decode step's attention from 780 to
 /// 620 µs (under per-dispatch timestamps) but took 32 instead of 25 µs over 4,096 keys.
 const VEC_SHORT_KV: u64 = 2048;
@@ -39,7 +40,8 @@ const VEC_MIN_STEPS: u64 = 2;
 /// mostly find none. On an H200, tg128 of the SmolLM2, Llama 1B and 8B shapes went from 672,
 /// 576, 202 to 719, 606, 208 t/s over a 640-key cache and to 717, 601, 208 over 1,024 keys;
 /// over 2,048 keys unsplit still won (708, 593, 204), but a full cache would then be one
-/// workgroup's walk.
+/// workgroup's walk. A workgroup then takes one query head: over 640 keys that took tg128 of
+/// the same shapes from 729, 615, 209.7 to 744, 626, 210.6 t/s.
 const VEC_UNSPLIT_KV: u64 = 1024;
 /// Workgroups a split attention aims for: enough to fill a large GPU several times over.
 const SPLIT_TARGET_GROUPS: u64 = 1024;
@@ -226,10 +228,15 @@ pub(super) fn flash_attn_ext(
         true => VEC_MAX_OUT / 2,
         false => VEC_MAX_OUT,
     };
-    let heads = (1..=VEC_MAX_HEADS)
-        .rev()
-        .find(|&g| r.is_multiple_of(g) && n_head.is_multiple_of(g) && g * dv <= max_out)
-        .unwrap_or(1);
+    // Unsplit caches take one head a workgroup: more workgroups walk the keys side by side
+    // (their K/V rows are read once per head, from L2 after the first).
+    let heads = match n_kv <= VEC_UNSPLIT_KV {
+        true => 1,
+        false => (1..=VEC_MAX_HEADS)
+            .rev()
+            .find(|&g| r.is_multiple_of(g) && n_head.is_multiple_of(g) && g * dv <= max_out)
+            .unwrap_or(1),
+    };
     let (groups, step) = match vec {
         true => (n_rows * n_head / heads, VEC_STEP),
         false => (n_rows * n_head, u64::from(WG_ATTN)),
@@ -421,7 +428,9 @@ mod tests {
 
     #[test]
     fn short_caches_take_fewer_heads_a_workgroup() {
-        assert_eq!(vec_heads(640), 2);
+        assert_eq!(vec_heads(640), 1);
+        assert_eq!(vec_heads(super::VEC_UNSPLIT_KV), 1);
+        assert_eq!(vec_heads(super::VEC_UNSPLIT_KV + 1), 2);
         assert_eq!(vec_heads(2048), 2);
         assert_eq!(vec_heads(2049), 4);
         assert_eq!(vec_heads(32768), 4);

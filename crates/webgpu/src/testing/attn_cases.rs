@@ -229,11 +229,12 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             scale: 0.088,
             ..BASE
         },
-        // A mask row per head with ALiBi, 8 heads a workgroup: the vec kernel's mask chunks
-        // are 128 keys, so these take several (all visible in some; none in most with the tail).
+        // A mask row per head with ALiBi, 8 heads a workgroup (past 2,048 keys): the vec
+        // kernel's mask chunks are 128 keys, so these take several (all visible in some; none
+        // in most with the tail).
         Spec {
             n_q: 2,
-            n_kv: 190,
+            n_kv: 2100,
             n_head: 8,
             n_head_kv: 1,
             mask: runs32_dead,
