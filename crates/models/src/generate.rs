@@ -111,7 +111,12 @@ pub async fn generate_async(
     };
     let draw = |s: &mut Sampler| drawn.then(|| s.draw());
     let t0 = Instant::now();
-    let first: Vec<_> = draw(sampler).into_iter().collect();
+    // The prompt's row is drawn from only when a token is generated (the host samples it only
+    // then): no uniform is taken for none.
+    let first: Vec<_> = match max_tokens {
+        0 => vec![],
+        _ => draw(sampler).into_iter().collect(),
+    };
     let mut row = session
         .step_drawn_async(&chunk(prompt), read, &first)
         .await?
@@ -179,4 +184,36 @@ pub async fn generate_async(
         generate_time: t1.elapsed(),
         stop,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampler::SamplerConfig;
+    use crate::session::SessionConfig;
+    use crate::synth::{llama_gguf, LlamaShape};
+    use wgllm_core::DType;
+    use wgllm_gguf::GgufFile;
+
+    /// A generation of no tokens evaluates the prompt but draws nothing: the sampler's stream
+    /// continues where it was, as the host's sampler (which samples no row) leaves it.
+    #[test]
+    fn no_tokens_take_no_uniform() {
+        let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 3).unwrap();
+        let f = GgufFile::from_bytes(bytes::Bytes::from(bytes)).unwrap();
+        let cfg = SessionConfig {
+            n_ctx: 32,
+            ubatch: 4,
+            ..SessionConfig::default()
+        };
+        let mut s = Session::new(&wgllm_cpu::CpuBackend, &f, cfg).unwrap();
+        let tokenizer = Tokenizer::from_gguf(&f).unwrap();
+        let mut sampler = Sampler::new(SamplerConfig::default());
+        assert_eq!(sampler.readback(s.candidates()), Readback::TopK);
+        let fresh = sampler.clone();
+        let stats = generate(&mut s, &tokenizer, &mut sampler, &[1, 5, 9], 0, |_| true).unwrap();
+        assert_eq!(stats.generated_tokens, 0);
+        assert_eq!(s.n_past(), 3);
+        assert_eq!(sampler.draw(), fresh.clone().draw());
+    }
 }
