@@ -195,18 +195,70 @@ mod tests {
     use wgllm_core::DType;
     use wgllm_gguf::GgufFile;
 
-    /// A generation of no tokens evaluates the prompt but draws nothing: the sampler's stream
-    /// continues where it was, as the host's sampler (which samples no row) leaves it.
-    #[test]
-    fn no_tokens_take_no_uniform() {
-        let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 3).unwrap();
-        let f = GgufFile::from_bytes(bytes::Bytes::from(bytes)).unwrap();
+    fn cpu_session(f: &GgufFile) -> Session {
         let cfg = SessionConfig {
             n_ctx: 32,
             ubatch: 4,
             ..SessionConfig::default()
         };
-        let mut s = Session::new(&wgllm_cpu::CpuBackend, &f, cfg).unwrap();
+        Session::new(&wgllm_cpu::CpuBackend, f, cfg).unwrap()
+    }
+
+    fn tiny() -> GgufFile {
+        let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 3).unwrap();
+        GgufFile::from_bytes(bytes::Bytes::from(bytes)).unwrap()
+    }
+
+    /// On the CPU backend, a generation whose tokens are drawn on the backend, one step queued
+    /// ahead, gives the tokens of the host sampling each step's candidates, and leaves the
+    /// sampler where the host's is.
+    #[test]
+    fn drawn_tokens_are_the_hosts_on_the_cpu_backend() {
+        const N: usize = 6;
+        let f = tiny();
+        let (mut s, tokenizer) = (cpu_session(&f), Tokenizer::from_gguf(&f).unwrap());
+        let cfg = SamplerConfig {
+            temperature: 1.5,
+            seed: 7,
+            ..SamplerConfig::default()
+        };
+        let mut host = Sampler::new(cfg);
+        let mut row = s
+            .step(&chunk(&[1, 5, 9]), Readback::TopK)
+            .unwrap()
+            .remove(0);
+        let mut want = vec![];
+        for _ in 0..N {
+            want.push(host.sample_row(&row, &[]).unwrap());
+            row = s
+                .step(&chunk(&want[want.len() - 1..]), Readback::TopK)
+                .unwrap()
+                .remove(0);
+        }
+        assert!(
+            !want.iter().any(|&t| tokenizer.is_eog(t)),
+            "{want:?} ends early"
+        );
+        s.reset();
+        let mut device = Sampler::new(cfg);
+        let mut text = String::new();
+        let stats = generate(&mut s, &tokenizer, &mut device, &[1, 5, 9], N, |t| {
+            text.push_str(t);
+            true
+        })
+        .unwrap();
+        assert_eq!(stats.generated_tokens, N);
+        assert_eq!(text, tokenizer.decode(&want));
+        assert_eq!(s.n_past(), 3 + N - 1);
+        assert_eq!(device.draw(), host.draw());
+    }
+
+    /// A generation of no tokens evaluates the prompt but draws nothing: the sampler's stream
+    /// continues where it was, as the host's sampler (which samples no row) leaves it.
+    #[test]
+    fn no_tokens_take_no_uniform() {
+        let f = tiny();
+        let mut s = cpu_session(&f);
         let tokenizer = Tokenizer::from_gguf(&f).unwrap();
         let mut sampler = Sampler::new(SamplerConfig::default());
         assert_eq!(sampler.readback(s.candidates()), Readback::TopK);
