@@ -142,7 +142,7 @@ pub enum SortOrder {
 pub struct SampleParams {
     /// The uniform draw in `[0, 1)`.
     pub r: f32,
-    /// 0 or below: the first candidate (the argmax).
+    /// 0 or below (or NaN): the first candidate (the argmax).
     pub temperature: f32,
     /// Keep the smallest prefix whose probability reaches `top_p` (1 or more: all).
     pub top_p: f32,
@@ -199,7 +199,8 @@ impl SampleParams {
     /// and wgllm-models' host sampler both call this, so on that backend a step's drawn token
     /// is the host's draw from the same candidates and uniform.
     pub fn pick(&self, vals: &[f32]) -> usize {
-        if self.temperature <= 0.0 || vals.len() <= 1 {
+        // NaN is greedy too, as sample.wgsl's `temp > 0.0` takes it.
+        if self.temperature.is_nan() || self.temperature <= 0.0 || vals.len() <= 1 {
             return 0;
         }
         let n = match self.top_k as usize {
@@ -417,12 +418,12 @@ pub enum Op {
     /// the device). `srcs = [vals, ids, params]`: F32 `vals` `[k, rows]`, the candidates'
     /// logits largest first (ties in id order, as `TOP_K` leaves them); I32 `ids` `[k, rows]`,
     /// their token ids; F32 `params` `[SampleParams::WORDS, rows]` ([`SampleParams`]). Result
-    /// I32 `[rows]`: with `temperature <= 0` the first id; else the candidates are cut to the
-    /// first `top_k`, `p = softmax(vals)`, cut to the shortest prefix whose running sum of `p`
-    /// reaches `top_p` (when `top_p < 1`), then to the leading candidates with `p >= min_p ·
-    /// p[0]` (when `min_p > 0`, at least one), and the id returned is the first whose running sum
-    /// of `softmax(vals / temperature)` over those exceeds `r` (the last one when none does).
-    /// Every sum runs in candidate order, as `Sampler::pick` of wgllm-models.
+    /// I32 `[rows]`: with `temperature <= 0` (or NaN) the first id; else the candidates are cut
+    /// to the first `top_k`, `p = softmax(vals)`, cut to the shortest prefix whose running sum
+    /// of `p` reaches `top_p` (when `top_p < 1`), then to the leading candidates with `p >=
+    /// min_p · p[0]` (when `min_p > 0`, at least one), and the id returned is the first whose
+    /// running sum of `softmax(vals / temperature)` over those exceeds `r` (the last one when
+    /// none does). Every sum runs in candidate order: [`SampleParams::pick`].
     Sample,
 
     // ---- sequence models ----
@@ -616,5 +617,12 @@ mod tests {
             assert_eq!(params(0.9, t, 1.0, 0.0, 0).pick(&v), 0, "temperature {t}");
         }
         assert_eq!(params(0.9, 1e-38, 1.0, 0.0, 0).pick(&[5.0, 5.0, 1.0]), 1);
+    }
+
+    /// A NaN temperature is greedy, as on the GPU, not a NaN softmax's last candidate.
+    #[test]
+    fn a_nan_temperature_draws_the_first() {
+        let p = params(0.5, f32::NAN, 1.0, 0.0, 0);
+        assert_eq!(p.pick(&[3.0, 2.0, 1.0]), 0);
     }
 }
