@@ -13,6 +13,12 @@ const WG_ATTN: u32 = 64;
 /// Invocations per workgroup of `flash_attn_vec.wgsl` (16 octets) and the keys they take a
 /// step (4 per octet).
 const WG_VEC: u32 = 128;
+/// Invocations per vec workgroup over unsplit caches (at most [`VEC_UNSPLIT_KV`] keys): with
+/// few workgroups, each walks twice the keys a step. On an H200 at ctx 640 this took tg128 of
+/// the SmolLM2, 1B and 8B shapes from 746, 626, 211 to 785, 641, 217 t/s; split walks over
+/// 4,096 and 32,768 keys were slower with it (24 -> 30 µs, 172 -> 194 µs), and 8 keys an octet
+/// instead of 4 was slower in both.
+const WG_VEC_UNSPLIT: u32 = 256;
 const VEC_STEP: u64 = 64;
 /// Invocations per workgroup of `flash_attn_combine.wgsl`.
 const WG_COMBINE: u32 = 256;
@@ -95,6 +101,8 @@ fn attn_dtypes(k: DType, v: DType, mask: Option<DType>) -> Vec<DType> {
 struct VecOpts {
     /// Query heads per workgroup.
     heads: u32,
+    /// Invocations per workgroup.
+    lanes: u32,
     split: bool,
     /// The mask terms differ per head (several mask heads, or ALiBi).
     mask_heads: bool,
@@ -122,7 +130,7 @@ fn vec_key(
             split: o.split,
         },
         dtypes: attn_dtypes(k, v, mask),
-        wg: WG_VEC,
+        wg: o.lanes,
     }
 }
 
@@ -253,8 +261,13 @@ pub(super) fn flash_attn_ext(
         .min(u64::from(COMBINE_MAX_SPLITS));
     let (d, dv) = (ctx.items(d)?, ctx.items(dv)?);
     let heads_u = ctx.items(heads)?;
+    let lanes = match n_kv <= VEC_UNSPLIT_KV {
+        true => WG_VEC_UNSPLIT,
+        false => WG_VEC,
+    };
     let opts = |split| VecOpts {
         heads: heads_u,
+        lanes,
         split,
         mask_heads: mask.as_ref().is_some_and(|m| m.layout.ne[2] > 1) || max_bias > 0.0,
         softcap: softcap != 0.0,
@@ -335,6 +348,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             keys.push(flash_attn_key(k, v, Some(DType::F16), false, 64, 64, true));
             let o = |heads, split| VecOpts {
                 heads,
+                lanes: WG_VEC,
                 split,
                 mask_heads: split,
                 softcap: !split,
@@ -342,6 +356,11 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             let (d, m) = ((64, 64), Some(DType::F16));
             keys.push(vec_key(k, v, m, true, d, o(4, false)));
             keys.push(vec_key(k, v, m, false, d, o(8, true)));
+            let unsplit = VecOpts {
+                lanes: WG_VEC_UNSPLIT,
+                ..o(1, false)
+            };
+            keys.push(vec_key(k, v, m, false, d, unsplit));
         }
     }
     for mask in [None, Some(DType::F32)] {
@@ -377,6 +396,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 for (split, mask_heads, softcap) in [(false, false, true), (true, true, false)] {
                     let o = VecOpts {
                         heads,
+                        lanes: WG_VEC,
                         split,
                         mask_heads,
                         softcap,
@@ -421,6 +441,8 @@ mod tests {
     #[test]
     fn short_caches_run_unsplit() {
         assert_eq!(planned(640).len(), 1);
+        assert_eq!(planned(640)[0].key.wg, super::WG_VEC_UNSPLIT);
+        assert_eq!(planned(super::VEC_UNSPLIT_KV + 1)[0].key.wg, super::WG_VEC);
         assert_eq!(planned(super::VEC_UNSPLIT_KV).len(), 1);
         assert_eq!(planned(super::VEC_UNSPLIT_KV + 1).len(), 2);
         assert_eq!(planned(32768).len(), 2);
