@@ -18,22 +18,24 @@ const TN: u32 = 4;
 /// weights), 16 KiB in all, the WebGPU default limit.
 const VEC_COLS: [u32; 4] = [1, 2, 4, 8];
 const VEC_RED_FLOATS: u32 = 4096;
-/// Workgroups a mat-vec keeps (when it has the rows) before it groups rows further: a few per
-/// compute unit of a large GPU (an H200 has 132).
-const VEC_MIN_GROUPS: u64 = 512;
+/// Workgroups a mat-vec keeps (when it has the rows) before it groups rows further: several
+/// per compute unit of a large GPU (an H200 has 132).
+const VEC_MIN_GROUPS: u64 = 1024;
 
 /// Mat-vec workgroup shape for `m` rows of `units` units of 32, `nc` columns and `nw` weights:
-/// (invocations, rows per workgroup). Four lanes share a unit; lanes go as far as the rows have
-/// units (32 to 256, a power of two for the reduction). Rows per workgroup share each
-/// activation load, but fewer workgroups then fill the GPU: up to 4 rows while at least
-/// [`VEC_MIN_GROUPS`] workgroups remain, within the reduction's memory. On an H200 (issue 6's
-/// `wgllm ops --large`) 2–4 rows and 128 lanes for 4096-long rows, 256 for 14336, were best;
-/// 8 or 16 rows were slower.
+/// (invocations, rows per workgroup). Four lanes share a unit: 128 lanes (32 units a step), 256
+/// past 256 units. Rows per workgroup share each activation load, but fewer workgroups then
+/// fill the GPU: up to 4 rows while at least [`VEC_MIN_GROUPS`] workgroups remain, within the
+/// reduction's memory. On an H200 (issue 6's `wgllm ops --large`) 2-4 rows and 128 lanes for
+/// 4096-long rows, 256 for 14336, were best; 8 or 16 rows were slower. Short rows are latency
+/// bound: one step of idle-heavy 128 lanes beat two of 64 or 32, and 1,024 workgroups beat
+/// 512 of twice the rows. tg128 on the H200 (ctx 640) went from 785 to 821 t/s for the
+/// SmolLM2 shape (rows of 576 and 1,536 units: 128 lanes instead of 64) and from 641 to 765
+/// for Llama 3.2 1B (also 2 rows a workgroup instead of 4 for its 2,048 rows); the 8B's went
+/// from 217 to 215 (its 4,096 rows keep 4, its 1,024 k/v rows drop to 1).
 fn vec_shape(units: u64, m: u64, nc: u32, nw: u32) -> (u32, u32) {
     let wg = match units {
-        0..=16 => 32,
-        17..=64 => 64,
-        65..=256 => 128,
+        0..=256 => 128,
         _ => 256,
     };
     let cap = (VEC_RED_FLOATS / wg / (nc * nw)).clamp(1, 4);

@@ -119,7 +119,8 @@ fn glu_cases(out: &mut Vec<Case>) {
         (DType::F16, 96, 6, 1, GluOp::GegluErf),
         // 4 rows per workgroup, a partial last group.
         (DType::Q4_0, 64, 8300, 1, GluOp::Swiglu),
-        (DType::Q4_K, 256, 1100, 2, GluOp::Swiglu),
+        // 2 rows per workgroup.
+        (DType::Q4_K, 256, 2100, 2, GluOp::Swiglu),
     ] {
         let desc = format!(
             "FUSED {} of mul_mat {wt} k={k} m={m} n={n} (gate, up)",
@@ -163,7 +164,7 @@ fn qkv_cases(out: &mut Vec<Case>) {
     for (wt, k, rows, n) in [
         (DType::Q4_0, 128u64, [64u64, 16, 16], 1u64),
         (DType::Q4_K, 256, [96, 32, 32], 1),
-        (DType::Q8_0, 64, [1100, 300, 300], 1),
+        (DType::Q8_0, 64, [2100, 300, 300], 1),
         (DType::F16, 96, [33, 7, 7], 3),
         (DType::Q6_K, 256, [40, 24, 16], 2),
     ] {
@@ -268,13 +269,13 @@ fn norm_product_case(readers: Readers, wt: DType, k: u64, m: u64, n: u64, also_r
 fn norm_product_cases(out: &mut Vec<Case>) {
     for (readers, wt, k, m, n) in [
         (Readers::One, DType::Q4_0, 256u64, 40u64, 1u64),
-        (Readers::One, DType::F16, 96, 1100, 3),
+        (Readers::One, DType::F16, 96, 2100, 3),
         (Readers::One, DType::Q6_K, 512, 33, 8),
         (Readers::Glu, DType::Q4_K, 256, 20, 1),
         (Readers::Glu, DType::Q8_0, 1088, 13, 2),
         (Readers::Glu, DType::F32, 64, 17, 5),
         (Readers::Qkv, DType::Q4_1, 128, 64, 1),
-        (Readers::Qkv, DType::Q5_0, 64, 1100, 1),
+        (Readers::Qkv, DType::Q5_0, 64, 2100, 1),
         (Readers::Qkv, DType::BF16, 96, 36, 4),
     ] {
         out.push(norm_product_case(readers, wt, k, m, n, false));
