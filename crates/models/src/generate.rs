@@ -158,13 +158,13 @@ pub async fn generate_async(
             Some((q, _)) => q,
             None => {
                 let d = draw(sampler);
-                session.queue_decode(NextToken::Id(next), read, d)?
+                session.queue_decode(0, NextToken::Id(next), read, d)?
             }
         };
         if generated + 1 < max_tokens {
             let before = sampler.clone();
             let d = draw(sampler);
-            ahead = Some((session.queue_decode(feed, read, d)?, before));
+            ahead = Some((session.queue_decode(0, feed, read, d)?, before));
         }
         row = session.finish_decode_async(current).await?;
     }

@@ -130,10 +130,10 @@ pub struct Session {
     /// Tokens in the cache, per sequence.
     lens: Vec<usize>,
     cfg: SessionConfig,
-    /// The step that ran last, while its outputs still describe the cache's last token (a
-    /// truncation or reset clears it): what [`NextToken::Argmax`] and [`NextToken::Sampled`]
-    /// feed from.
-    last_run: Option<usize>,
+    /// The step that ran last and the sequence whose last token its first output row is, while
+    /// that row still describes the sequence's last cached token (a truncation or reset clears
+    /// it): what [`NextToken::Argmax`] and [`NextToken::Sampled`] feed from.
+    last_run: Option<(usize, usize)>,
 }
 
 /// The token of a decode step queued by [`Session::queue_decode`].
@@ -150,8 +150,8 @@ pub enum NextToken {
     Sampled,
 }
 
-/// A one-token decode step of sequence 0 queued by [`Session::queue_decode`]; its row comes from
-/// [`Session::finish_decode`].
+/// A one-token decode step of a sequence, queued by [`Session::queue_decode`]; its row comes
+/// from [`Session::finish_decode`].
 #[derive(Debug)]
 #[must_use = "a queued step's row is read by Session::finish_decode"]
 pub struct QueuedStep {
@@ -285,17 +285,26 @@ impl Session {
     /// Keeps only the first `n` cached tokens of sequence 0 (a chat turn that shares a prefix
     /// with the last).
     pub fn truncate(&mut self, n: usize) {
-        if n < self.lens[0] {
-            self.last_run = None;
+        self.truncate_seq(0, n);
+    }
+
+    /// Keeps only the first `n` cached tokens of sequence `seq` (none such: nothing to do).
+    pub fn truncate_seq(&mut self, seq: usize, n: usize) {
+        if let Some(l) = self.lens.get_mut(seq) {
+            if n < *l && self.last_run.is_some_and(|r| r.1 == seq) {
+                self.last_run = None;
+            }
+            *l = (*l).min(n);
         }
-        self.lens[0] = self.lens[0].min(n);
     }
 
     /// Forgets the cached tokens of sequence `seq`.
     pub fn clear_seq(&mut self, seq: usize) {
         if let Some(l) = self.lens.get_mut(seq) {
             *l = 0;
-            self.last_run = None;
+            if self.last_run.is_some_and(|r| r.1 == seq) {
+                self.last_run = None;
+            }
         }
     }
 
@@ -464,7 +473,7 @@ impl Session {
         let p = self.prepare(i, run)?;
         let inputs: Vec<(TensorId, &[u8])> = p.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
         // With several sequences the argmax may be another sequence's.
-        self.last_run = (self.n_seq() == 1).then_some(i);
+        self.last_run = (self.n_seq() == 1).then_some((i, 0));
         let step = &mut self.steps[i];
         if p.drawn.is_empty() {
             step.exe.run(&inputs)?;
@@ -477,34 +486,37 @@ impl Session {
         self.rows(i, read, &p.drawn, bytes)
     }
 
-    /// Queues a one-token decode step of sequence 0 without waiting for it: its token, at the
-    /// next position, is `token` or the argmax or drawn token of the decode step queued just
-    /// before ([`NextToken::Argmax`], [`NextToken::Sampled`]); with a `draw` its row also draws
-    /// a token on the backend ([`RowOut::sampled`]). The position counts as filled at once; a
-    /// caller that drops a step it queued ahead (its predecessor ended the generation) finishes
-    /// it and truncates.
+    /// Queues a one-token decode step of sequence `seq` without waiting for it: its token, at
+    /// the sequence's next position, is `token` or the argmax or drawn token of the decode step
+    /// of `seq` queued just before ([`NextToken::Argmax`], [`NextToken::Sampled`]); with a
+    /// `draw` its row also draws a token on the backend ([`RowOut::sampled`]). The position
+    /// counts as filled at once; a caller that drops a step it queued ahead (its predecessor
+    /// ended the generation) finishes it and truncates the sequence ([`Session::truncate_seq`]).
+    /// The step runs the one-token graph whatever the number of sequences, so its row may
+    /// differ from a batched [`Session::step`]'s in rounding.
     pub fn queue_decode(
         &mut self,
+        seq: usize,
         token: NextToken,
         read: Readback,
         draw: Option<SampleParams>,
     ) -> Result<QueuedStep, ModelError> {
         let i = self.steps.len() - 1;
-        let id =
-            match token {
-                NextToken::Id(t) => t,
-                NextToken::Argmax | NextToken::Sampled if self.last_run == Some(i) => 0,
-                NextToken::Argmax | NextToken::Sampled => return Err(ModelError::BadSession(
-                    "a step fed the previous step's argmax or drawn token must follow a decode \
-                     step of this session's cache as it is"
-                        .into(),
-                )),
-            };
-        self.check(0, &[id])?;
+        let id = match token {
+            NextToken::Id(t) => t,
+            NextToken::Argmax | NextToken::Sampled if self.last_run == Some((i, seq)) => 0,
+            NextToken::Argmax | NextToken::Sampled => {
+                return Err(ModelError::BadSession(format!(
+                    "a step fed the previous step's argmax or drawn token must follow a \
+                     decode step of sequence {seq} with its cache as it is"
+                )))
+            }
+        };
+        self.check(seq, &[id])?;
         let tok = Tok {
             token: id,
-            pos: self.lens[0],
-            seq: 0,
+            pos: self.lens[seq],
+            seq,
             out: true,
             draw,
         };
@@ -527,8 +539,8 @@ impl Session {
         let ticket = step
             .exe
             .submit(&inputs, &feeds, &outputs(step, read, drawn))?;
-        self.lens[0] += 1;
-        self.last_run = Some(i);
+        self.lens[seq] += 1;
+        self.last_run = Some((i, seq));
         Ok(QueuedStep {
             ticket,
             step: i,

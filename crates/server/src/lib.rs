@@ -39,6 +39,10 @@ pub struct ServerConfig {
     pub ubatch: usize,
     /// Largest request body in bytes (beyond that: 413).
     pub max_body_bytes: usize,
+    /// Decode a lone request with one step queued ahead on the device (greedy or top-K
+    /// sampling without penalties or log-probabilities); off: every step is read before the
+    /// next is queued.
+    pub queue_ahead: bool,
 }
 
 impl ServerConfig {
@@ -50,6 +54,7 @@ impl ServerConfig {
             queue: 64,
             ubatch: 256,
             max_body_bytes: 1 << 20,
+            queue_ahead: true,
         }
     }
 }
@@ -81,6 +86,7 @@ impl App {
             tokenizer.clone(),
             cfg.queue,
             cfg.ubatch,
+            cfg.queue_ahead,
             metrics.clone(),
         )?;
         let started = std::time::SystemTime::now()

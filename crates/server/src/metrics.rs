@@ -25,6 +25,8 @@ pub struct Metrics {
     /// Graph steps run, and the time spent in them.
     pub steps: AtomicU64,
     pub step_micros: AtomicU64,
+    /// Of those, decode steps of a lone slot queued on the device ahead of the step being read.
+    pub steps_ahead: AtomicU64,
     /// Requests waiting for a slot.
     pub queue_depth: AtomicU64,
     /// Slots holding a request.
@@ -116,6 +118,12 @@ impl Metrics {
             "counter",
             "Batched graph steps run.",
             &[("", g(&self.steps) as f64)],
+        );
+        metric(
+            "wgllm_steps_queued_ahead_total",
+            "counter",
+            "Graph steps that decoded a lone request one step queued ahead on the device.",
+            &[("", g(&self.steps_ahead) as f64)],
         );
         metric(
             "wgllm_step_seconds_total",

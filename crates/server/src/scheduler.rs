@@ -10,6 +10,18 @@
 //! So a new request joins between steps (its prompt prefilled in chunks alongside the others'
 //! decoding) and a finished or abandoned one leaves at the next step. Requests wait in a bounded
 //! queue; when it is full, [`Engine::submit`] refuses (503) instead of queueing without bound.
+//!
+//! A lone client decodes one step queued ahead (with `queue_ahead`): while exactly one slot is
+//! busy, its prompt done, and its request samples greedily or from the top-K candidates without
+//! penalties or log-probabilities, step `t + 1` is queued on the device before the host reads
+//! step `t`, its token fed there from step `t`'s argmax or the token drawn on the device
+//! (`Session::queue_decode`), as `wgllm_models::generate` decodes. The token of the step queued
+//! ahead is the request's real next token: when another request arrives that step is finished
+//! and its token taken as usual, then steps are batched again; when the request ends (an
+//! end-of-generation token, a stop string, its client gone) the step is finished and its token
+//! dropped from the slot's cache. A step queued ahead is never queued past `max_tokens`. The
+//! sampler's uniform for that dropped token is not given back: the request, and its sampler,
+//! end with it.
 
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -20,7 +32,7 @@ use std::time::Instant;
 use tokio::sync::mpsc::UnboundedSender;
 use wgllm_models::sampler::Sampler;
 use wgllm_models::tokenizer::{StreamDecoder, Tokenizer};
-use wgllm_models::{Readback, RowOut, SeqChunk, Session};
+use wgllm_models::{ModelError, NextToken, QueuedStep, Readback, RowOut, SeqChunk, Session};
 
 use crate::api::GenParams;
 use crate::error::ApiError;
@@ -119,12 +131,15 @@ impl Engine {
     /// Starts the scheduler thread, which builds its `Session` with `load` (backends and
     /// sessions stay on the thread that made them) and gives one slot to each sequence. At most
     /// `queue` requests wait while every slot is busy; a step carries at most `ubatch` tokens (at
-    /// least one per slot). Returns once the session is built, or with its error.
+    /// least one per slot); with `queue_ahead` a lone decoding slot keeps one step queued ahead
+    /// on the device (see the module's notes). Returns once the session is built, or with its
+    /// error.
     pub fn start(
         load: Box<dyn FnOnce() -> anyhow::Result<Session> + Send>,
         tokenizer: Arc<Tokenizer>,
         queue: usize,
         ubatch: usize,
+        queue_ahead: bool,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<Engine> {
         let q = Arc::new(Queue {
@@ -152,7 +167,7 @@ impl Engine {
                 q2.lock().free_slots = slots;
                 m2.slots_total.store(slots as u64, Ordering::Relaxed);
                 let _ = ready_tx.send(Ok(()));
-                Scheduler::new(session, &tokenizer, q2, m2, ubatch.max(slots)).run();
+                Scheduler::new(session, &tokenizer, q2, m2, ubatch.max(slots), queue_ahead).run();
             })?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Engine {
@@ -224,6 +239,12 @@ struct Slot<'t> {
     stops: StopMatcher,
 }
 
+/// A decode step of a lone slot queued ahead of the step being read.
+struct Ahead {
+    slot: usize,
+    step: QueuedStep,
+}
+
 struct Scheduler<'t> {
     session: Session,
     tok: &'t Tokenizer,
@@ -232,6 +253,9 @@ struct Scheduler<'t> {
     slots: Vec<Option<Slot<'t>>>,
     budget: usize,
     admitted: u64,
+    /// Whether a lone decoding slot may keep a step queued ahead.
+    queue_ahead: bool,
+    ahead: Option<Ahead>,
 }
 
 impl<'t> Scheduler<'t> {
@@ -241,6 +265,7 @@ impl<'t> Scheduler<'t> {
         queue: Arc<Queue>,
         metrics: Arc<Metrics>,
         budget: usize,
+        queue_ahead: bool,
     ) -> Scheduler<'t> {
         let slots = (0..session.n_seq()).map(|_| None).collect();
         Scheduler {
@@ -251,6 +276,8 @@ impl<'t> Scheduler<'t> {
             slots,
             budget,
             admitted: 0,
+            queue_ahead,
+            ahead: None,
         }
     }
 
@@ -260,18 +287,129 @@ impl<'t> Scheduler<'t> {
             if !self.admit() {
                 return;
             }
+            if let Some(i) = self.lone_decoder() {
+                self.step_ahead(i);
+                continue;
+            }
+            self.settle_ahead();
             if self.slots.iter().any(Option::is_some) {
                 self.step();
             }
         }
     }
 
-    /// Frees slot `i`.
+    /// Frees slot `i`, dropping the step queued ahead for it.
     fn free(&mut self, i: usize) {
         if self.slots[i].take().is_some() {
             self.queue.lock().free_slots += 1;
             self.metrics.slots_busy.fetch_sub(1, Ordering::Relaxed);
         }
+        if self.ahead.as_ref().is_some_and(|a| a.slot == i) {
+            self.drop_ahead();
+        }
+    }
+
+    /// Tells slot `i`'s client that the backend failed, and frees the slot.
+    fn fail(&mut self, i: usize, e: &ModelError) {
+        if let Some(s) = &self.slots[i] {
+            let _ = s.job.events.send(Event::Failed(e.to_string()));
+            Metrics::inc(&self.metrics.failed);
+        }
+        self.free(i);
+    }
+
+    /// The slot to decode with a step queued ahead: the only busy one, when it is decoding and
+    /// its request's next token can be taken on the device. `admit` has just run, so no request
+    /// waits that a free slot could take (with one slot, one that waits cannot start before this
+    /// one ends anyway).
+    fn lone_decoder(&self) -> Option<usize> {
+        if !self.queue_ahead {
+            return None;
+        }
+        let mut busy = self.slots.iter().enumerate().filter(|(_, s)| s.is_some());
+        let (i, s) = busy.next()?;
+        let s = s.as_ref()?;
+        let read = s.sampler.readback(self.session.candidates());
+        let lone = busy.next().is_none();
+        let plain = s.job.params.logprobs.is_none() && read <= Readback::TopK;
+        (lone && plain && s.next.is_some()).then_some(i)
+    }
+
+    /// One decode step of slot `i`, the only busy one, with the next step queued ahead on the
+    /// device before this one is read (when another token may follow).
+    fn step_ahead(&mut self, i: usize) {
+        let cands = self.session.candidates();
+        let s = self.slots[i].as_mut().expect("the lone decoder is busy");
+        // Top-K sampling draws on the device; greedy decoding takes the argmax.
+        let drawn = s.sampler.readback(cands) == Readback::TopK;
+        let feed = match drawn {
+            true => NextToken::Sampled,
+            false => NextToken::Argmax,
+        };
+        let next = s.next.expect("the lone decoder is decoding");
+        let t0 = Instant::now();
+        let queued = match self.ahead.take() {
+            // Already evaluating `next`, fed on the device.
+            Some(a) => Ok(a.step),
+            None => {
+                let d = drawn.then(|| s.sampler.draw());
+                self.session
+                    .queue_decode(i, NextToken::Id(next), Readback::Argmax, d)
+            }
+        };
+        // `generated` counts `next`: the step after this one is wanted when the token this
+        // one gives is not the last that `max_tokens` allows.
+        let queued = queued.and_then(|current| {
+            if s.generated + 1 < s.job.params.max_tokens {
+                let d = drawn.then(|| s.sampler.draw());
+                match self.session.queue_decode(i, feed, Readback::Argmax, d) {
+                    Ok(step) => self.ahead = Some(Ahead { slot: i, step }),
+                    Err(e) => {
+                        // The current step is still the device's: finish it before failing.
+                        let _ = self.session.finish_decode(current);
+                        return Err(e);
+                    }
+                }
+            }
+            self.session.finish_decode(current)
+        });
+        match queued {
+            Ok(row) => {
+                self.metrics.step(1, t0.elapsed().as_secs_f64());
+                Metrics::inc(&self.metrics.steps_ahead);
+                self.accept(i, &row);
+            }
+            Err(e) => self.fail(i, &e),
+        }
+    }
+
+    /// Finishes the step queued ahead, if any, and takes its token: steps are batched again.
+    fn settle_ahead(&mut self) {
+        let Some(a) = self.ahead.take() else {
+            return;
+        };
+        let t0 = Instant::now();
+        match self.session.finish_decode(a.step) {
+            Ok(row) => {
+                self.metrics.step(1, t0.elapsed().as_secs_f64());
+                Metrics::inc(&self.metrics.steps_ahead);
+                self.accept(a.slot, &row);
+            }
+            Err(e) => self.fail(a.slot, &e),
+        }
+    }
+
+    /// Finishes the step queued ahead, if any, whose request has ended, and drops its token
+    /// from the slot's cache.
+    fn drop_ahead(&mut self) {
+        let Some(a) = self.ahead.take() else {
+            return;
+        };
+        // Its row is not wanted, and an error there has no request left to tell: the next step
+        // meets a broken backend again.
+        let _ = self.session.finish_decode(a.step);
+        let n = self.session.seq_len(a.slot);
+        self.session.truncate_seq(a.slot, n.saturating_sub(1));
     }
 
     fn drop_cancelled(&mut self) {
@@ -406,11 +544,7 @@ impl<'t> Scheduler<'t> {
             Ok(rows) => rows,
             Err(e) => {
                 for i in outputs.iter().copied().chain(prefill.iter().map(|p| p.0)) {
-                    if let Some(s) = &self.slots[i] {
-                        let _ = s.job.events.send(Event::Failed(e.to_string()));
-                        Metrics::inc(&self.metrics.failed);
-                    }
-                    self.free(i);
+                    self.fail(i, &e);
                 }
                 return;
             }
@@ -433,14 +567,16 @@ impl<'t> Scheduler<'t> {
             .as_mut()
             .expect("an output row's slot is busy");
         s.next = None;
-        let id = match s.sampler.sample_row(row, &s.history) {
-            Ok(id) => id,
-            Err(e) => {
-                let _ = s.job.events.send(Event::Failed(e.to_string()));
-                Metrics::inc(&self.metrics.failed);
-                self.free(i);
-                return;
-            }
+        // A row drawn on the device (`step_ahead`) carries its token.
+        let id = match row.sampled {
+            Some(id) => id,
+            None => match s.sampler.sample_row(row, &s.history) {
+                Ok(id) => id,
+                Err(e) => {
+                    self.fail(i, &e);
+                    return;
+                }
+            },
         };
         let logprobs: Vec<TokenLogprob> = match (s.job.params.logprobs, &row.logits) {
             (Some(n), Some(l)) if !tok.is_eog(id) => vec![logprob(tok, l, id, n)],

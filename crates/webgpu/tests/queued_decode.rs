@@ -1,7 +1,8 @@
 //! Greedy and sampled decoding with a step queued ahead on the WebGPU backend
 //! (`Session::queue_decode`, the token fed on the device from the previous step's argmax or
-//! drawn token) produce the same tokens and cache as decoding one step at a time, and `generate`
-//! leaves no speculative token behind (nor a uniform taken from the sampler).
+//! drawn token) produce the same tokens and cache as decoding one step at a time, for sequence 0
+//! and for another sequence of a session of several, and `generate` leaves no speculative token
+//! behind (nor a uniform taken from the sampler).
 
 use bytes::Bytes;
 use wgllm_core::DType;
@@ -63,11 +64,11 @@ fn steps_fed_their_predecessors_argmax_decode_like_single_steps() {
     let first = s.step(&chunk(&PROMPT), Readback::Argmax).unwrap()[0].argmax;
     let mut got = vec![first];
     let mut q = s
-        .queue_decode(NextToken::Id(first), Readback::TopK, None)
+        .queue_decode(0, NextToken::Id(first), Readback::TopK, None)
         .unwrap();
     for i in 0..STEPS {
         let ahead = (i + 1 < STEPS).then(|| {
-            s.queue_decode(NextToken::Argmax, Readback::TopK, None)
+            s.queue_decode(0, NextToken::Argmax, Readback::TopK, None)
                 .unwrap()
         });
         let row = s.finish_decode(q).unwrap();
@@ -85,7 +86,7 @@ fn steps_fed_their_predecessors_argmax_decode_like_single_steps() {
     // After a truncation the last argmax no longer describes the cache's last token.
     s.truncate(PROMPT.len() + 2);
     let err = s
-        .queue_decode(NextToken::Argmax, Readback::Argmax, None)
+        .queue_decode(0, NextToken::Argmax, Readback::Argmax, None)
         .unwrap_err();
     assert!(
         err.to_string().contains("must follow a decode step"),
@@ -93,9 +94,96 @@ fn steps_fed_their_predecessors_argmax_decode_like_single_steps() {
     );
     // Resuming with the known token continues the same walk.
     let q = s
-        .queue_decode(NextToken::Id(want[2]), Readback::Argmax, None)
+        .queue_decode(0, NextToken::Id(want[2]), Readback::Argmax, None)
         .unwrap();
     assert_eq!(s.finish_decode(q).unwrap().argmax, want[3]);
+}
+
+/// In a session of two sequences, sequence 1 decodes with steps queued ahead like batched
+/// steps of it alone, leaving sequence 0's cache alone; a dropped step is truncated away.
+#[test]
+fn another_sequence_decodes_queued_ahead_like_batched_steps() {
+    let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+    let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 3).unwrap_or_else(|e| panic!("{e}"));
+    let f = GgufFile::from_bytes(Bytes::from(bytes)).unwrap_or_else(|e| panic!("{e}"));
+    let cfg = SessionConfig {
+        n_ctx: 32,
+        ubatch: 4,
+        kv_dtype: DType::F16,
+        all_logits: false,
+    };
+    let mut s = Session::with_sequences(&gpu, &f, cfg, 2).unwrap();
+    let other = [4, 4, 8];
+    let both = |s: &mut Session| {
+        let chunks = [
+            SeqChunk {
+                seq: 0,
+                tokens: &other,
+                output: false,
+            },
+            SeqChunk {
+                seq: 1,
+                tokens: &PROMPT,
+                output: true,
+            },
+        ];
+        s.step(&chunks, Readback::Argmax).unwrap()[0].argmax
+    };
+    fn one(tokens: &[u32]) -> [SeqChunk<'_>; 1] {
+        [SeqChunk {
+            seq: 1,
+            tokens,
+            output: true,
+        }]
+    }
+    let mut tok = both(&mut s);
+    let mut want = vec![tok];
+    for _ in 0..6 {
+        tok = s.step(&one(&[tok]), Readback::Argmax).unwrap()[0].argmax;
+        want.push(tok);
+    }
+    assert!(want.windows(2).any(|w| w[0] != w[1]), "{want:?}");
+
+    s.clear_seq(0);
+    s.clear_seq(1);
+    let first = both(&mut s);
+    let mut got = vec![first];
+    let mut q = s
+        .queue_decode(1, NextToken::Id(first), Readback::Argmax, None)
+        .unwrap();
+    for _ in 0..6 {
+        let ahead = s
+            .queue_decode(1, NextToken::Argmax, Readback::Argmax, None)
+            .unwrap();
+        got.push(s.finish_decode(q).unwrap().argmax);
+        q = ahead;
+    }
+    assert_eq!(got, want);
+    // Another sequence's cache is not the fed step's: trimming it keeps the feed.
+    assert_eq!(s.seq_len(0), other.len());
+    s.truncate_seq(0, 1);
+    let err = s
+        .queue_decode(0, NextToken::Argmax, Readback::Argmax, None)
+        .unwrap_err();
+    assert!(err.to_string().contains("sequence 0"), "{err}");
+    let next = s
+        .queue_decode(1, NextToken::Argmax, Readback::Argmax, None)
+        .unwrap();
+    // The step queued ahead of `q` is dropped: its token leaves the cache.
+    let last = s.finish_decode(q).unwrap().argmax;
+    s.finish_decode(next).unwrap();
+    assert_eq!(s.seq_len(1), PROMPT.len() + 8);
+    s.truncate_seq(1, PROMPT.len() + 7);
+    // Resuming with the known token gives what the steps one at a time give.
+    let q = s
+        .queue_decode(1, NextToken::Id(last), Readback::Argmax, None)
+        .unwrap();
+    let resumed = s.finish_decode(q).unwrap().argmax;
+    s.truncate_seq(1, PROMPT.len() + 7);
+    let row = s.step(&one(&[last]), Readback::Argmax).unwrap().remove(0);
+    assert_eq!(resumed, row.argmax);
+    assert_eq!(s.seq_len(1), PROMPT.len() + 8);
+    assert_eq!(s.seq_len(0), 1);
 }
 
 #[test]
@@ -194,11 +282,16 @@ fn steps_fed_their_predecessors_draw_decode_like_single_steps() {
     let first = drawn(&s.step_drawn(&chunk(&PROMPT), Readback::Argmax, &d).unwrap()[0]);
     let mut got = vec![first];
     let mut q = s
-        .queue_decode(NextToken::Id(first), Readback::Argmax, Some(sampler.draw()))
+        .queue_decode(
+            0,
+            NextToken::Id(first),
+            Readback::Argmax,
+            Some(sampler.draw()),
+        )
         .unwrap();
     for i in 0..STEPS {
         let ahead = (i + 1 < STEPS).then(|| {
-            s.queue_decode(NextToken::Sampled, Readback::TopK, Some(sampler.draw()))
+            s.queue_decode(0, NextToken::Sampled, Readback::TopK, Some(sampler.draw()))
                 .unwrap()
         });
         got.push(drawn(&s.finish_decode(q).unwrap()));

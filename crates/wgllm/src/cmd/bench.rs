@@ -280,9 +280,9 @@ fn time_test(
                 Some(_) => NextToken::Sampled,
                 None => NextToken::Argmax,
             };
-            let mut q = s.queue_decode(NextToken::Id(ids[0]), Readback::Argmax, draw())?;
+            let mut q = s.queue_decode(0, NextToken::Id(ids[0]), Readback::Argmax, draw())?;
             for _ in 1..n {
-                let ahead = s.queue_decode(feed, Readback::Argmax, draw())?;
+                let ahead = s.queue_decode(0, feed, Readback::Argmax, draw())?;
                 s.finish_decode(q)?;
                 q = ahead;
             }

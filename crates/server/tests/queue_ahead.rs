@@ -1,0 +1,228 @@
+//! The scheduler's lone-client decoding with a step queued ahead on the device, on a tiny
+//! synthetic llama on the CPU backend and on the WebGPU backend (lavapipe in CI): what each
+//! request gets (text, finish, usage) and the step counters must be exactly what the same engine
+//! with `queue_ahead` off gives, when a request runs alone, ends on a stop string, an
+//! end-of-generation token or `max_tokens` with the next request on the same slot, or shares the
+//! engine with a request arriving mid-stream.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use wgllm_core::DType;
+use wgllm_cpu::CpuBackend;
+use wgllm_gguf::GgufFile;
+use wgllm_models::sampler::SamplerConfig;
+use wgllm_models::synth::{llama_gguf, LlamaShape};
+use wgllm_models::tokenizer::Tokenizer;
+use wgllm_models::{Session, SessionConfig};
+use wgllm_server::api::GenParams;
+use wgllm_server::metrics::Metrics;
+use wgllm_server::scheduler::{Engine, Event, Finish, Job, Usage};
+use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
+
+const A: &[u32] = &[1, 57, 9, 3, 207, 12, 40];
+const B: &[u32] = &[7, 7, 160, 2];
+
+fn model() -> (Bytes, Arc<Tokenizer>) {
+    let bytes = Bytes::from(llama_gguf(&LlamaShape::TINY, DType::Q8_0, 11).unwrap());
+    let f = GgufFile::from_bytes(bytes.clone()).unwrap();
+    (bytes, Arc::new(Tokenizer::from_gguf(&f).unwrap()))
+}
+
+#[derive(Clone, Copy)]
+enum Backend {
+    Cpu,
+    Gpu,
+}
+
+/// An engine of `slots` slots of 64 tokens over the tiny model.
+fn engine(backend: Backend, slots: usize, queue_ahead: bool) -> Engine {
+    let (bytes, tok) = model();
+    let load = Box::new(move || -> anyhow::Result<Session> {
+        let f = GgufFile::from_bytes(bytes)?;
+        let cfg = SessionConfig {
+            n_ctx: 64,
+            ubatch: 8,
+            kv_dtype: DType::F16,
+            all_logits: false,
+        };
+        Ok(match backend {
+            Backend::Cpu => Session::with_sequences(&CpuBackend, &f, cfg, slots)?,
+            Backend::Gpu => {
+                let gpu = WebGpuBackend::new(WebGpuConfig::default())?;
+                Session::with_sequences(&gpu, &f, cfg, slots)?
+            }
+        })
+    });
+    Engine::start(load, tok, 4, 8, queue_ahead, Arc::new(Metrics::default())).unwrap()
+}
+
+fn greedy(max_tokens: usize, stop: &[&str]) -> GenParams {
+    GenParams {
+        max_tokens,
+        sampler: SamplerConfig {
+            temperature: 0.0,
+            ..SamplerConfig::default()
+        },
+        stop: stop.iter().map(|s| s.to_string()).collect(),
+        stream: true,
+        include_usage: false,
+        logprobs: None,
+    }
+}
+
+fn submit(e: &Engine, prompt: &[u32], params: GenParams) -> UnboundedReceiver<Event> {
+    let (tx, rx) = unbounded_channel();
+    e.submit(Job {
+        prompt: prompt.to_vec(),
+        params,
+        events: tx,
+    })
+    .unwrap();
+    rx
+}
+
+/// What a request got: its text, how it ended, its counts.
+type Got = (String, Finish, Usage);
+
+fn collect(mut rx: UnboundedReceiver<Event>) -> Got {
+    let mut text = String::new();
+    while let Some(ev) = rx.blocking_recv() {
+        match ev {
+            Event::Text { text: t, .. } => text.push_str(&t),
+            Event::Done { finish, usage } => return (text, finish, usage),
+            Event::Failed(e) => panic!("the request failed: {e}"),
+        }
+    }
+    panic!("the scheduler closed the stream without an end")
+}
+
+fn run(e: &Engine, prompt: &[u32], params: GenParams) -> Got {
+    collect(submit(e, prompt, params))
+}
+
+/// (steps, generated tokens, steps queued ahead) so far.
+fn counts(e: &Engine) -> (u64, u64, u64) {
+    let m = e.metrics();
+    let g = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+    (g(&m.steps), g(&m.generated_tokens), g(&m.steps_ahead))
+}
+
+/// A lone greedy request, and a lone top-K sampled one (drawn on the device when queued
+/// ahead), get exactly what the synchronous path gives, in as many counted steps.
+#[test]
+fn lone_requests_get_what_the_synchronous_path_gives() {
+    let (sync, ahead) = (
+        engine(Backend::Cpu, 2, false),
+        engine(Backend::Cpu, 2, true),
+    );
+    let sampled = GenParams {
+        sampler: SamplerConfig {
+            temperature: 1.2,
+            seed: 5,
+            ..SamplerConfig::default()
+        },
+        ..greedy(16, &[])
+    };
+    for (prompt, params) in [(A, greedy(20, &[])), (B, greedy(12, &[])), (A, sampled)] {
+        let want = run(&sync, prompt, params.clone());
+        assert!(want.2.completion_tokens >= 4, "{want:?} ends too early");
+        assert_eq!(run(&ahead, prompt, params), want);
+    }
+    let (s, a) = (counts(&sync), counts(&ahead));
+    assert_eq!((a.0, a.1), (s.0, s.1), "steps and tokens counted");
+    assert_eq!(s.2, 0);
+    assert!(a.2 > 0, "no step was queued ahead");
+}
+
+/// A request ending on a stop string (with a step queued ahead) or at `max_tokens` leaves its
+/// slot, the only one, ready for the next: each request gets what it gets on the synchronous
+/// engine, in the same order.
+#[test]
+fn ends_leave_the_slot_ready_for_the_next_request() {
+    ends_leave_the_slot_ready(Backend::Cpu);
+}
+
+#[test]
+fn ends_leave_the_slot_ready_for_the_next_request_on_webgpu() {
+    ends_leave_the_slot_ready(Backend::Gpu);
+}
+
+fn ends_leave_the_slot_ready(backend: Backend) {
+    let (sync, ahead) = (engine(backend, 1, false), engine(backend, 1, true));
+    let full = run(&sync, A, greedy(20, &[])).0;
+    let chars: Vec<char> = full.chars().collect();
+    assert!(chars.len() >= 8, "{full:?} is too short to stop in");
+    // Two characters first seen past two thirds of the text: the stop comes late.
+    let stop: String = (chars.len() * 2 / 3..chars.len() - 1)
+        .map(|k| chars[k..k + 2].iter().collect::<String>())
+        .find(|s| full.find(s.as_str()) > full.char_indices().nth(chars.len() / 2).map(|c| c.0))
+        .expect("a late stop string");
+    let requests = [
+        (A, greedy(20, &[&stop])),
+        (A, greedy(20, &[])),
+        (B, greedy(3, &[])),
+        (A, greedy(20, &[&stop])),
+        (B, greedy(12, &[])),
+    ];
+    for (n, (prompt, params)) in requests.into_iter().enumerate() {
+        let want = run(&sync, prompt, params.clone());
+        assert_eq!(run(&ahead, prompt, params), want, "request {n}");
+        if n == 0 {
+            assert_eq!(want.1, Finish::Stop);
+            assert!(
+                (8..19).contains(&want.2.completion_tokens),
+                "{want:?} did not stop late or did not stop early"
+            );
+        }
+    }
+    assert!(counts(&ahead).2 > 0, "no step was queued ahead");
+}
+
+/// A second request arriving while the first decodes with a step queued ahead: both get what
+/// each gets alone, the second decoding alone in the second slot once the first has ended.
+#[test]
+fn a_request_arriving_mid_stream_gets_its_own_output() {
+    arriving_mid_stream(Backend::Cpu);
+}
+
+#[test]
+fn a_request_arriving_mid_stream_gets_its_own_output_on_webgpu() {
+    arriving_mid_stream(Backend::Gpu);
+}
+
+fn arriving_mid_stream(backend: Backend) {
+    let sync = engine(backend, 2, false);
+    let want_a = run(&sync, A, greedy(12, &[]));
+    let want_b = run(&sync, B, greedy(24, &[]));
+    // B ends on an end-of-generation token, with a step queued ahead.
+    assert_eq!(want_b.1, Finish::Stop);
+    assert!(
+        want_b.2.completion_tokens >= 16,
+        "{want_b:?} ends too early"
+    );
+    let ahead = engine(backend, 2, true);
+    let mut rx_a = submit(&ahead, A, greedy(12, &[]));
+    let mut early = String::new();
+    // The first token comes from the prompt's step; wait for one decoded ahead.
+    while counts(&ahead).2 < 1 {
+        match rx_a.blocking_recv() {
+            Some(Event::Text { text, .. }) => early.push_str(&text),
+            other => panic!("request A ended early: {other:?}"),
+        }
+    }
+    let rx_b = submit(&ahead, B, greedy(24, &[]));
+    let mut got_a = collect(rx_a);
+    got_a.0.insert_str(0, &early);
+    assert_eq!(got_a, want_a, "request A");
+    let alone = counts(&ahead).2;
+    assert_eq!(collect(rx_b), want_b, "request B");
+    let (steps, tokens, ahead_steps) = counts(&ahead);
+    assert!(
+        ahead_steps > alone + 4,
+        "request B did not decode ahead in slot 1 once alone"
+    );
+    assert!(steps < tokens, "the requests shared no step");
+}
