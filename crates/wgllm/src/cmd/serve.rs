@@ -45,6 +45,10 @@ pub struct Args {
     /// Largest request body in bytes.
     #[arg(long, default_value_t = 1 << 20)]
     pub max_body: usize,
+    /// Read every decode step before queuing the next, even for a lone request (by default a
+    /// lone greedy or top-K-sampled request keeps one step queued ahead on the device).
+    #[arg(long)]
+    pub no_queue_ahead: bool,
     #[command(flatten)]
     pub backend: BackendArgs,
 }
@@ -91,6 +95,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         queue: args.queue,
         ubatch: args.ubatch,
         max_body_bytes: args.max_body,
+        queue_ahead: !args.no_queue_ahead,
         ..ServerConfig::new(model_id.clone(), n_ctx)
     };
     let app = App::start(load, tokenizer, server)?;
