@@ -18,6 +18,11 @@ const PROMPT: [u32; 5] = [1, 5, 9, 3, 77];
 const STEPS: usize = 12;
 
 fn session() -> (Session, GgufFile) {
+    sequences(1)
+}
+
+/// A session of `n_seq` sequences of 32 tokens on the tiny synthetic model.
+fn sequences(n_seq: usize) -> (Session, GgufFile) {
     let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
     // TINY's vocabulary is byte-level (with merges), so the tokenizer loads.
     let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 3).unwrap_or_else(|e| panic!("{e}"));
@@ -28,7 +33,7 @@ fn session() -> (Session, GgufFile) {
         kv_dtype: DType::F16,
         all_logits: false,
     };
-    (Session::new(&gpu, &f, cfg).unwrap(), f)
+    (Session::with_sequences(&gpu, &f, cfg, n_seq).unwrap(), f)
 }
 
 fn chunk(tokens: &[u32]) -> [SeqChunk<'_>; 1] {
@@ -103,16 +108,7 @@ fn steps_fed_their_predecessors_argmax_decode_like_single_steps() {
 /// steps of it alone, leaving sequence 0's cache alone; a dropped step is truncated away.
 #[test]
 fn another_sequence_decodes_queued_ahead_like_batched_steps() {
-    let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
-    let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 3).unwrap_or_else(|e| panic!("{e}"));
-    let f = GgufFile::from_bytes(Bytes::from(bytes)).unwrap_or_else(|e| panic!("{e}"));
-    let cfg = SessionConfig {
-        n_ctx: 32,
-        ubatch: 4,
-        kv_dtype: DType::F16,
-        all_logits: false,
-    };
-    let mut s = Session::with_sequences(&gpu, &f, cfg, 2).unwrap();
+    let (mut s, _f) = sequences(2);
     let other = [4, 4, 8];
     let both = |s: &mut Session| {
         let chunks = [
