@@ -2,6 +2,34 @@
 //! operands in binding order, op parameters, grid), or an `Unsupported` error saying why.
 //! One module per op family; [`plan_node`] routes every op with an exhaustive match, so it is
 //! also the backend's `supports` table.
+//!
+//! # Kernel selection
+//!
+//! Which kernel runs a node depends on its shapes and on the device's [`Capabilities`]; the
+//! choices live in the op modules, next to the constants they measured. In short:
+//!
+//! - **mul_mat** (`matmul.rs`): f32 activations whose columns are whole vec4s (`unit_path`)
+//!   take `mul_mat_vec.wgsl` for up to 8 columns (1 for formats decoded value by value): decode,
+//!   with `vec_shape` picking lanes and rows a workgroup (at least 128 lanes, 256 past 256 units
+//!   of 32, up to 4 rows while 1,024 workgroups remain). More columns (prefill) take
+//!   `mul_mat_tiled.wgsl`, or `mul_mat_coop.wgsl` when the device has cooperative matrices
+//!   enabled (`--experimental`) with a 16×16×16 f16→f32 configuration and subgroups of 32
+//!   (`coop_tile`: 256 × 128 tiles when the product has enough of them, else 256 × 64).
+//!   Integer weight formats take int8 activations in the mat-vec with `int8_activations` in
+//!   the config. Anything else takes `mul_mat.wgsl`. A weight past the binding limit runs as
+//!   windows of rows (`windows.rs`).
+//! - **flash_attn_ext** (`attention.rs`): up to 8 query rows whose K/V rows are whole 16-byte
+//!   parts take `flash_attn_vec.wgsl` where subgroups of 8..128 lanes exist (not browsers):
+//!   over caches of at most 1,024 keys unsplit, one query head and 256 lanes a workgroup; over
+//!   longer ones split along the keys (`flash_attn_combine.wgsl` merges), the query heads that
+//!   share a K/V head grouped up to 256 output values a workgroup through 2,048 keys (2 heads
+//!   of 128), 512 beyond. Other shapes and devices take `flash_attn.wgsl`, split the same way
+//!   for few rows.
+//! - **argmax / top_k** (`top_k.rs`): a subgroup (else workgroup) reduction for k = 1, a radix
+//!   select beyond; vocabulary-long rows first per chunk, then merged.
+//! - **Fusions** (`fuse.rs`): patterns planned as one dispatch (norm into the products, q/k/v,
+//!   gate/up, residual adds, the rope pair with the K/V cache stores); the K/V store fusion
+//!   needs 9 storage bindings, so devices at WebGPU's default 8 (browsers) run it unfused.
 
 mod attention;
 mod elementwise;
