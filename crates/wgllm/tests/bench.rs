@@ -185,3 +185,37 @@ fn bad_arguments_are_errors() {
         assert!(err.starts_with("error: "), "{args:?}: {err}");
     }
 }
+
+/// `-d` prefills each test's cache untimed: rows per depth named as llama-bench names them, the
+/// context sized for the deepest, and tg's roofline counting the cached positions.
+#[test]
+fn depth_rows_start_after_cached_tokens() {
+    let m = Model::new("depth");
+    let out = ok(bench(&m, "-p 8 -n 4 -d 0,16 -r 1 -o json --backend cpu"));
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        num(&v, "n_ctx"),
+        24.0,
+        "the deepest test needs 16 + 8 tokens"
+    );
+    let results = v["results"].as_array().unwrap();
+    let tests: Vec<(&str, f64)> = results
+        .iter()
+        .map(|r| (r["test"].as_str().unwrap(), num(r, "n_depth")))
+        .collect();
+    assert_eq!(
+        tests,
+        [
+            ("pp8", 0.0),
+            ("tg4", 0.0),
+            ("pp8 @ d16", 16.0),
+            ("tg4 @ d16", 16.0)
+        ]
+    );
+    let (w, kv) = (
+        num(&v, "weight_bytes_per_token"),
+        num(&v, "kv_bytes_per_position"),
+    );
+    assert_eq!(num(&results[1], "bytes_per_token"), w + 2.5 * kv);
+    assert_eq!(num(&results[3], "bytes_per_token"), w + 18.5 * kv);
+}

@@ -72,6 +72,15 @@ pub struct Args {
         default_value = "128"
     )]
     pub n_gen: Vec<usize>,
+    /// Tokens already in the cache when each test starts (prefilled untimed), comma-separated,
+    /// as llama-bench's -d: `tg128 @ d4096` decodes positions 4096..4223.
+    #[arg(
+        short = 'd',
+        long = "n-depth",
+        value_delimiter = ',',
+        default_value = "0"
+    )]
+    pub depth: Vec<usize>,
     /// Timed repetitions of each test (after one warm-up).
     #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
     pub reps: usize,
@@ -146,11 +155,11 @@ impl ModelInfo {
         })
     }
 
-    /// Weight + KV bytes per token of a tg run of `n` tokens from an empty cache (step `i`
-    /// attends to `i + 1` positions).
-    fn tg_bytes_per_token(&self, n: usize) -> f64 {
+    /// Weight + KV bytes per token of a tg run of `n` tokens after `depth` cached ones (step
+    /// `i` attends to `depth + i + 1` positions).
+    fn tg_bytes_per_token(&self, depth: usize, n: usize) -> f64 {
         self.weight_bytes_per_token as f64
-            + self.kv_bytes_per_position as f64 * (n as f64 + 1.0) / 2.0
+            + self.kv_bytes_per_position as f64 * (depth as f64 + (n as f64 + 1.0) / 2.0)
     }
 }
 
@@ -186,12 +195,22 @@ impl Test {
 
 struct Row {
     test: Test,
+    /// Tokens in the cache when the test starts.
+    depth: usize,
     ubatch: usize,
     /// Tokens per second of each repetition.
     samples: Vec<f64>,
 }
 
 impl Row {
+    /// `tg128`, or `tg128 @ d4096` after 4,096 cached tokens (llama-bench's names).
+    fn name(&self) -> String {
+        match self.depth {
+            0 => self.test.name(),
+            d => format!("{} @ d{d}", self.test.name()),
+        }
+    }
+
     fn mean(&self) -> f64 {
         self.samples.iter().sum::<f64>() / self.samples.len().max(1) as f64
     }
@@ -216,7 +235,7 @@ fn roofline(
     let Test::Tg(n) = row.test else {
         return None;
     };
-    let bytes = model.tg_bytes_per_token(n);
+    let bytes = model.tg_bytes_per_token(row.depth, n);
     let gbps = bytes * row.mean() / 1e9;
     Some((bytes, gbps, copy.map(|c| gbps / c.gbps)))
 }
@@ -257,16 +276,19 @@ impl Tokens {
     }
 }
 
-/// Seconds of one run of `test` from an empty cache; tg samples with `sampling` (greedy
-/// without).
+/// Seconds of one run of `test` after `depth` random tokens prefilled untimed; tg samples with
+/// `sampling` (greedy without).
 fn time_test(
     s: &mut Session,
-    test: Test,
+    (test, depth): (Test, usize),
     tokens: &mut Tokens,
     sampling: Option<SamplerConfig>,
 ) -> Result<f64> {
     let n_vocab = s.architecture().n_vocab();
     s.reset();
+    if depth > 0 {
+        s.eval(&tokens.take(depth, n_vocab))?;
+    }
     let ids = tokens.take(test.tokens(), n_vocab);
     let t0 = Instant::now();
     match test {
@@ -289,13 +311,21 @@ fn time_test(
             s.finish_decode(q)?;
         }
     }
-    Ok(t0.elapsed().as_secs_f64())
+    let secs = t0.elapsed().as_secs_f64();
+    let cached = s.n_past();
+    if cached != depth + test.tokens() {
+        bail!(
+            "the cache holds {cached} tokens after {} at depth {depth}",
+            test.name()
+        );
+    }
+    Ok(secs)
 }
 
-/// Warms up, then times `reps` runs of `test`.
+/// Warms up, then times `reps` runs of `test` after `depth` cached tokens.
 fn run_test(
     s: &mut Session,
-    test: Test,
+    (test, depth): (Test, usize),
     reps: usize,
     tokens: &mut Tokens,
     sampling: Option<SamplerConfig>,
@@ -304,9 +334,9 @@ fn run_test(
         Test::Pp(p) => Test::Pp(p),
         Test::Tg(n) => Test::Tg(n.min(WARM_STEPS)),
     };
-    time_test(s, warm, tokens, sampling)?;
+    time_test(s, (warm, depth), tokens, sampling)?;
     (0..reps)
-        .map(|_| Ok(test.tokens() as f64 / time_test(s, test, tokens, sampling)?))
+        .map(|_| Ok(test.tokens() as f64 / time_test(s, (test, depth), tokens, sampling)?))
         .collect()
 }
 
@@ -482,10 +512,11 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let (backend, adapter) = args.backend.open_typed()?;
     let fill = tg.first().copied().unwrap_or(0) / 2;
     let profile_len = fill + WARM_STEPS + args.profile_steps.max(1);
+    let deepest = args.depth.iter().copied().max().unwrap_or(0);
     let need = pp
         .iter()
         .chain(&tg)
-        .copied()
+        .map(|&t| deepest + t)
         .chain(args.profile.then_some(profile_len))
         .max()
         .unwrap_or(1);
@@ -532,15 +563,25 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
             0 => tests.chain(tg.iter().map(|&n| Test::Tg(n))).collect(),
             _ => tests.collect(),
         };
-        for test in tests {
-            eprintln!("wgllm bench: {} ...", test.name());
-            let samples = run_test(&mut session, test, args.reps, &mut tokens, sampling)
-                .with_context(|| format!("running {}", test.name()))?;
-            rows.push(Row {
-                test,
-                ubatch,
-                samples,
-            });
+        for &depth in &args.depth {
+            for &test in &tests {
+                let mut row = Row {
+                    test,
+                    depth,
+                    ubatch,
+                    samples: vec![],
+                };
+                eprintln!("wgllm bench: {} ...", row.name());
+                row.samples = run_test(
+                    &mut session,
+                    (test, depth),
+                    args.reps,
+                    &mut tokens,
+                    sampling,
+                )
+                .with_context(|| format!("running {}", row.name()))?;
+                rows.push(row);
+            }
         }
         if k == 0 && args.profile {
             profile = match &backend {
@@ -655,7 +696,7 @@ fn write_md(r: &Report, out: &mut impl Write) -> Result<()> {
             count(r.model.params),
             r.backend,
             row.ubatch,
-            row.test.name(),
+            row.name(),
             row.mean(),
             row.stddev()
         )?;
@@ -714,9 +755,10 @@ fn to_json(r: &Report) -> Value {
                 Test::Tg(n) => (0, n),
             };
             let mut v = json!({
-                "test": row.test.name(),
+                "test": row.name(),
                 "n_prompt": n_prompt,
                 "n_gen": n_gen,
+                "n_depth": row.depth,
                 "n_ubatch": row.ubatch,
                 "avg_ts": row.mean(),
                 "stddev_ts": row.stddev(),
@@ -798,7 +840,7 @@ fn write_csv(r: &Report, out: &mut impl Write) -> Result<()> {
     writeln!(
         out,
         "model,model_size,model_n_params,backend,adapter,kv_type,n_ctx,n_ubatch,n_prompt,n_gen,\
-         avg_ts,stddev_ts,bytes_per_token,gbps,copy_fraction"
+         n_depth,avg_ts,stddev_ts,bytes_per_token,gbps,copy_fraction"
     )?;
     for row in &r.rows {
         let (n_prompt, n_gen) = match row.test {
@@ -815,7 +857,7 @@ fn write_csv(r: &Report, out: &mut impl Write) -> Result<()> {
         };
         writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{n_prompt},{n_gen},{},{},{b},{g},{f}",
+            "{},{},{},{},{},{},{},{},{n_prompt},{n_gen},{},{},{},{b},{g},{f}",
             csv_field(&r.model.name),
             r.model.size,
             r.model.params,
@@ -824,6 +866,7 @@ fn write_csv(r: &Report, out: &mut impl Write) -> Result<()> {
             r.kv_type,
             r.n_ctx,
             row.ubatch,
+            row.depth,
             row.mean(),
             row.stddev()
         )?;
