@@ -5,8 +5,9 @@
 //!
 //! Greedy decoding keeps one step queued ahead: step `t + 1` takes step `t`'s argmax on the
 //! device ([`NextToken::Argmax`]) and is queued before the host reads step `t`, so the device
-//! never waits for the host's read, decision and encoding between steps. When step `t`'s token
-//! ends the generation, the step queued ahead is finished and its token dropped from the cache.
+//! never waits for the host's read, decision and encoding between steps (except once at each
+//! span boundary of the cache, [`Session::can_feed`]). When step `t`'s token ends the
+//! generation, the step queued ahead is finished and its token dropped from the cache.
 //!
 //! Sampling from the top-K candidates ([`Readback::TopK`]: no penalties) does the same with
 //! the token drawn on the device ([`NextToken::Sampled`]): the uniform of each step's draw is
@@ -161,7 +162,8 @@ pub async fn generate_async(
                 session.queue_decode(0, NextToken::Id(next), read, d)?
             }
         };
-        if generated + 1 < max_tokens {
+        // The first step past a span boundary of the cache takes its token from the host.
+        if generated + 1 < max_tokens && session.can_feed(0) {
             let before = sampler.clone();
             let d = draw(sampler);
             ahead = Some((session.queue_decode(0, feed, read, d)?, before));

@@ -9,6 +9,13 @@
 //! run can carry tokens of different sequences: a decode step of every active sequence, plus a
 //! chunk of a new sequence's prompt (continuous batching, see [`Session::step`]).
 //!
+//! A session of one sequence also compiles its one-token graph for narrower spans of the cache:
+//! [`SPAN_MIN`] keys, four times that, … up to `n_ctx` ([`StepShape::n_kv`]). A decode step runs
+//! the narrowest that holds every written row, so early in a long context its attention walks
+//! the rows written so far, without the split and combine a long cache needs (llama.cpp attends
+//! only its cache's used cells). The step that crosses into a wider span runs another compiled
+//! graph, which cannot be fed its token on the device: [`Session::can_feed`].
+//!
 //! The tokens of a step are cut into runs of the compiled sizes. With one sequence a run is the
 //! largest size that fits (so single-sequence results do not depend on this module's batching
 //! rules); with several, a short remainder is padded up to the next size instead of split, the
@@ -42,6 +49,10 @@ use crate::arch::{Architecture, StepGraph, StepShape};
 use crate::error::ModelError;
 
 pub use crate::arch::GPU_TOP_K;
+
+/// The narrowest span of the cache a one-sequence session's decode graph attends; each wider one
+/// is four times the last, up to `n_ctx`.
+pub const SPAN_MIN: usize = 256;
 
 /// How a session is set up.
 #[derive(Clone, Copy, Debug)]
@@ -125,7 +136,8 @@ struct Tok {
 /// A model ready to evaluate tokens.
 pub struct Session {
     arch: Architecture,
-    /// Largest first.
+    /// The compiled sizes over the whole cache, largest first; then (one sequence) the one-token
+    /// step over narrower spans, narrowest first.
     steps: Vec<Step>,
     /// Tokens in the cache, per sequence.
     lens: Vec<usize>,
@@ -208,13 +220,21 @@ impl Session {
             sizes.push(s);
             s *= 2;
         }
-        let graphs = sizes
-            .iter()
-            .rev()
-            .map(|&n| {
+        // Narrower spans only help one sequence: another's rows start past n_ctx.
+        let mut spans = vec![];
+        let mut span = SPAN_MIN;
+        while n_seq == 1 && span < n_kv {
+            spans.push(span);
+            span *= 4;
+        }
+        let shapes = sizes.iter().rev().map(|&n| (n, n_kv));
+        let graphs = shapes
+            .chain(spans.iter().map(|&span| (1, span)))
+            .map(|(n, span)| {
                 let shape = StepShape {
                     n_tokens: n as u32,
                     n_ctx: n_kv as u32,
+                    n_kv: span as u32,
                     n_outputs: if cfg.all_logits { n } else { n.min(n_seq) } as u32,
                     kv_dtype: cfg.kv_dtype,
                 };
@@ -437,6 +457,7 @@ impl Session {
             let i = self.run_index(rest.len());
             let n = self.steps[i].graph.shape.n_tokens as usize;
             let (run, tail) = rest.split_at(n.min(rest.len()));
+            let i = self.narrowest(i, run);
             out.extend(self.run(i, run, read).await?);
             rest = tail;
         }
@@ -461,6 +482,50 @@ impl Session {
         } else {
             fits
         }
+    }
+
+    /// The step of step `i`'s size over the narrowest span that holds every cache row `run`
+    /// writes.
+    fn narrowest(&self, i: usize, run: &[Tok]) -> usize {
+        let n = self.steps[i].graph.shape.n_tokens;
+        let n_ctx = self.cfg.n_ctx;
+        let need = run
+            .iter()
+            .map(|t| t.seq * n_ctx + t.pos + 1)
+            .max()
+            .unwrap_or(1);
+        self.steps
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.graph.shape.n_tokens == n && s.graph.shape.n_kv as usize >= need)
+            .min_by_key(|(_, s)| s.graph.shape.n_kv)
+            .map_or(i, |(j, _)| j)
+    }
+
+    /// The one-token step a decode step of sequence `seq` runs now.
+    fn decode_step(&self, seq: usize) -> usize {
+        let full = self
+            .steps
+            .iter()
+            .rposition(|s| s.graph.shape.n_kv == self.steps[0].graph.shape.n_kv)
+            .expect("the one-token step over the whole cache is compiled");
+        let tok = Tok {
+            token: 0,
+            pos: self.seq_len(seq),
+            seq,
+            out: true,
+            draw: None,
+        };
+        self.narrowest(full, &[tok])
+    }
+
+    /// Whether a decode step of sequence `seq` queued now can take its token from the decode
+    /// step queued just before ([`NextToken::Argmax`], [`NextToken::Sampled`]): that step was
+    /// of this sequence, its cache is as that step left it, and this step runs the same compiled
+    /// graph (the first step past a span boundary runs a wider one: its token comes from the
+    /// host, [`NextToken::Id`]).
+    pub fn can_feed(&self, seq: usize) -> bool {
+        self.last_run == Some((self.decode_step(seq), seq))
     }
 
     /// One run of step `i` over `run` (padded to its size); the rows of the `out` tokens.
@@ -501,14 +566,15 @@ impl Session {
         read: Readback,
         draw: Option<SampleParams>,
     ) -> Result<QueuedStep, ModelError> {
-        let i = self.steps.len() - 1;
+        let i = self.decode_step(seq);
         let id = match token {
             NextToken::Id(t) => t,
-            NextToken::Argmax | NextToken::Sampled if self.last_run == Some((i, seq)) => 0,
+            NextToken::Argmax | NextToken::Sampled if self.can_feed(seq) => 0,
             NextToken::Argmax | NextToken::Sampled => {
                 return Err(ModelError::BadSession(format!(
                     "a step fed the previous step's argmax or drawn token must follow a \
-                     decode step of sequence {seq} with its cache as it is"
+                     decode step of sequence {seq} with its cache as it is, over the same \
+                     span of the cache (Session::can_feed)"
                 )))
             }
         };
@@ -566,7 +632,7 @@ impl Session {
         let (n_seq, n_ctx) = (self.n_seq(), self.cfg.n_ctx);
         let g = &self.steps[i].graph;
         let n = g.shape.n_tokens as usize;
-        let n_kv = g.shape.n_ctx as usize;
+        let n_kv = g.shape.n_kv as usize;
         let scratch = n_seq * n_ctx;
         let pad = Tok {
             token: 0,

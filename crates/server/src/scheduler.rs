@@ -360,7 +360,8 @@ impl<'t> Scheduler<'t> {
         // `generated` counts `next`: the step after this one is wanted when the token this
         // one gives is not the last that `max_tokens` allows.
         let queued = queued.and_then(|current| {
-            if s.generated + 1 < s.job.params.max_tokens {
+            // The first step past a span boundary of the cache takes its token from the host.
+            if s.generated + 1 < s.job.params.max_tokens && self.session.can_feed(i) {
                 let d = drawn.then(|| s.sampler.draw());
                 match self.session.queue_decode(i, feed, Readback::Argmax, d) {
                     Ok(step) => self.ahead = Some(Ahead { slot: i, step }),

@@ -349,3 +349,110 @@ fn sampled_generation_leaves_only_its_tokens_and_uniforms() {
         .unwrap();
     assert_eq!(drawn(&row[0]), want[n]);
 }
+
+/// A one-sequence session of 1,024 tokens on the tiny model (trained length raised to match).
+fn long_session() -> (Session, GgufFile) {
+    let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+    let shape = LlamaShape {
+        n_ctx_train: 1024,
+        ..LlamaShape::TINY
+    };
+    let bytes = llama_gguf(&shape, DType::Q8_0, 3).unwrap_or_else(|e| panic!("{e}"));
+    let f = GgufFile::from_bytes(Bytes::from(bytes)).unwrap_or_else(|e| panic!("{e}"));
+    let cfg = SessionConfig {
+        n_ctx: 1024,
+        ubatch: 64,
+        kv_dtype: DType::F16,
+        all_logits: false,
+    };
+    (Session::new(&gpu, &f, cfg).unwrap(), f)
+}
+
+fn nmse(got: &[f32], want: &[f32]) -> f64 {
+    let err: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(g, w)| f64::from(g - w).powi(2))
+        .sum();
+    let norm: f64 = want.iter().map(|w| f64::from(*w).powi(2)).sum();
+    err / norm
+}
+
+/// A session of 1,024 tokens compiles its decode step over the first 256 cache rows too
+/// (`SPAN_MIN`). A step over the narrow span gives the logits of a run over the whole cache;
+/// decoding queued ahead across the boundary at position 256 gives the tokens of single steps,
+/// the step past it taking its token from the host (`Session::can_feed`), and so does
+/// `generate`.
+#[test]
+fn decode_steps_attend_the_narrowest_span_that_holds_the_cache() {
+    assert_eq!(wgllm_models::session::SPAN_MIN, 256);
+    let (mut s, f) = long_session();
+    let prompt: Vec<u32> = (0..250u32).map(|i| (i * 37 + 11) % 300).collect();
+
+    // Position 251 over 256 rows (a one-token run) against the two-token run over all 1,024.
+    s.step(&chunk(&prompt), Readback::Argmax).unwrap();
+    s.eval(&[7]).unwrap();
+    let narrow = s.eval(&[9]).unwrap().remove(0);
+    s.truncate(prompt.len());
+    let full = s.eval(&[7, 9]).unwrap().remove(0);
+    let e = nmse(&narrow, &full);
+    assert!(e < 1e-6, "narrow span against the whole cache: nmse {e}");
+
+    // Greedy single steps from the prompt through position 262.
+    s.reset();
+    let mut tok = s.step(&chunk(&prompt), Readback::Argmax).unwrap()[0].argmax;
+    let mut want = vec![tok];
+    while s.n_past() < 262 {
+        tok = s.step(&chunk(&[tok]), Readback::Argmax).unwrap()[0].argmax;
+        want.push(tok);
+    }
+
+    // Queued ahead: every step is fed on the device but the one that writes row 256.
+    s.reset();
+    let first = s.step(&chunk(&prompt), Readback::Argmax).unwrap()[0].argmax;
+    let mut got = vec![first];
+    let mut q = s
+        .queue_decode(0, NextToken::Id(first), Readback::Argmax, None)
+        .unwrap();
+    let mut from_host = vec![];
+    while got.len() < want.len() {
+        let ahead = match s.can_feed(0) {
+            true => Some(
+                s.queue_decode(0, NextToken::Argmax, Readback::Argmax, None)
+                    .unwrap(),
+            ),
+            false => None,
+        };
+        let row = s.finish_decode(q).unwrap();
+        got.push(row.argmax);
+        q = match ahead {
+            Some(a) => a,
+            None => {
+                from_host.push(s.n_past());
+                let err = s
+                    .queue_decode(0, NextToken::Argmax, Readback::Argmax, None)
+                    .unwrap_err();
+                assert!(err.to_string().contains("same span"), "{err}");
+                s.queue_decode(0, NextToken::Id(row.argmax), Readback::Argmax, None)
+                    .unwrap()
+            }
+        };
+    }
+    s.finish_decode(q).unwrap();
+    assert_eq!(got, want);
+    assert_eq!(
+        from_host,
+        [256],
+        "the step that writes row 256 runs the wider graph"
+    );
+
+    // generate crosses the boundary too, leaving the greedy walk in the cache.
+    s.reset();
+    let tokenizer = Tokenizer::from_gguf(&f).unwrap();
+    let mut sampler = Sampler::new(SamplerConfig::greedy());
+    let stats = generate(&mut s, &tokenizer, &mut sampler, &prompt, 12, |_| true).unwrap();
+    assert_eq!(stats.generated_tokens, 12);
+    assert_eq!(s.n_past(), prompt.len() + 11);
+    let row = s.step(&chunk(&[want[11]]), Readback::Argmax).unwrap();
+    assert_eq!(row[0].argmax, want[12]);
+}

@@ -188,7 +188,13 @@ impl<'a> Builder<'a> {
     ) -> Result<Builder<'a>, ModelError> {
         let mut g = Graph::new();
         let n = u64::from(s.n_tokens);
-        let ctx = u64::from(s.n_ctx);
+        if s.n_kv == 0 || s.n_kv > s.n_ctx {
+            return Err(ModelError::BadSession(format!(
+                "a step attending {} of {} cache rows",
+                s.n_kv, s.n_ctx
+            )));
+        }
+        let n_kv = u64::from(s.n_kv);
         let kv_row = hp.head_dim * hp.n_head_kv;
         let kv_row_bytes = s
             .kv_dtype
@@ -201,10 +207,10 @@ impl<'a> Builder<'a> {
         let tokens = g.input("tokens", DType::I32, [n, 1, 1, 1])?;
         let positions = g.input("positions", DType::I32, [n, 1, 1, 1])?;
         let kv_slots = g.input("kv_slots", DType::I64, [n, 1, 1, 1])?;
-        let mask = g.input("mask", DType::F32, [ctx, n, 1, 1])?;
+        let mask = g.input("mask", DType::F32, [n_kv, n, 1, 1])?;
         let mask_swa = match window {
             Some(window) => Some(SwaMask {
-                mask: g.input("mask_swa", DType::F32, [ctx, n, 1, 1])?,
+                mask: g.input("mask_swa", DType::F32, [n_kv, n, 1, 1])?,
                 window,
             }),
             None => None,
@@ -265,7 +271,7 @@ impl<'a> Builder<'a> {
     /// Self-attention of layer `il` over the normed input `h` `[n_embd, n]`, through the output
     /// projection. This step's K/V rows are written into the `State` caches `cache_k.{il}` /
     /// `cache_v.{il}` (`[head_dim·n_head_kv, n_ctx]`) at `kv_slots`, then the queries attend over
-    /// the whole cache under `mask`.
+    /// the cache's first `n_kv` rows under `mask`.
     pub fn attention(
         &mut self,
         il: u32,
@@ -276,6 +282,7 @@ impl<'a> Builder<'a> {
         let (hd, nh, nkv) = (self.hp.head_dim, self.hp.n_head, self.hp.n_head_kv);
         let n = u64::from(self.s.n_tokens);
         let ctx = u64::from(self.s.n_ctx);
+        let n_kv = u64::from(self.s.n_kv);
         let kv_row = hd * nkv;
         let q = self.linear(il, "attn_q", h, hd * nh, a.qkv_bias)?;
         let k = self.linear(il, "attn_k", h, kv_row, a.qkv_bias)?;
@@ -301,8 +308,8 @@ impl<'a> Builder<'a> {
         let cv = self.g.set_rows(cache_v, v, self.kv_slots)?;
         let row = self.kv_row_bytes;
         let nb = [dt.type_size() as u64, row, row / nkv, row * ctx];
-        let kview = self.g.view(ck, [hd, ctx, nkv, 1], nb, 0)?;
-        let vview = self.g.view(cv, [hd, ctx, nkv, 1], nb, 0)?;
+        let kview = self.g.view(ck, [hd, n_kv, nkv, 1], nb, 0)?;
+        let vview = self.g.view(cv, [hd, n_kv, nkv, 1], nb, 0)?;
         let qp = self.g.permute(q, [0, 2, 1, 3])?;
         let att = self
             .g

@@ -21,6 +21,10 @@ pub struct StepShape {
     pub n_tokens: u32,
     /// KV cache capacity in tokens.
     pub n_ctx: u32,
+    /// Cache rows the queries attend: the first `n_kv` of the `n_ctx` (at most `n_ctx`). A
+    /// decode step early in a long context attends only the rows written so far, as llama.cpp
+    /// attends its cache's used cells.
+    pub n_kv: u32,
     /// Rows of logits produced (which token rows: the `out_rows` input), at most `n_tokens`.
     pub n_outputs: u32,
     /// dtype of the KV cache.
@@ -37,7 +41,7 @@ pub struct StepGraph {
     pub positions: TensorId,
     /// I64 `[n_tokens]` KV cache rows the tokens are written to.
     pub kv_slots: TensorId,
-    /// F32 `[n_ctx, n_tokens]` causal attention mask (0 or -inf).
+    /// F32 `[n_kv, n_tokens]` causal attention mask (0 or -inf).
     pub mask: TensorId,
     /// The mask of the sliding-window layers, for models that have them.
     pub mask_swa: Option<SwaMask>,
@@ -57,7 +61,7 @@ pub struct StepGraph {
 /// Candidates the output head selects per row on the backend (the top_k kernel's largest k).
 pub const GPU_TOP_K: usize = 64;
 
-/// A second attention mask input, F32 `[n_ctx, n_tokens]`: key `j` is visible to the query at
+/// A second attention mask input, F32 `[n_kv, n_tokens]`: key `j` is visible to the query at
 /// position `p` iff `p - window < j <= p`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SwaMask {
