@@ -28,6 +28,7 @@ const GLU: &str = include_str!("kernels/glu.wgsl");
 const NORM: &str = include_str!("kernels/norm.wgsl");
 const SOFTMAX: &str = include_str!("kernels/softmax.wgsl");
 const ROPE: &str = include_str!("kernels/rope.wgsl");
+const ROPE_ANGLE: &str = include_str!("kernels/rope_angle.wgsl");
 const FLASH_ATTN: &str = include_str!("kernels/flash_attn.wgsl");
 const FLASH_ATTN_KV: &str = include_str!("kernels/flash_attn_kv.wgsl");
 const FLASH_ATTN_COMBINE: &str = include_str!("kernels/flash_attn_combine.wgsl");
@@ -37,16 +38,16 @@ const WG_REDUCE: &str = include_str!("kernels/wg_reduce.wgsl");
 const COPY: &str = include_str!("kernels/copy.wgsl");
 
 /// u32 words in one dispatch's parameter slot (see `common.wgsl`).
-pub(crate) const PARAM_WORDS: usize = 128;
+pub(crate) const PARAM_WORDS: usize = 192;
 /// Bytes of one parameter slot.
 pub(crate) const PARAM_BYTES: u64 = PARAM_WORDS as u64 * 4;
 /// Storage bindings one kernel may have (each has a 12-word descriptor). Kernels with more than
 /// WebGPU's default 8 storage buffers per stage are only planned where the device allows them
-/// (the fused KV store).
-pub(crate) const MAX_BINDINGS: usize = 9;
+/// (the fused KV store, the attention input mat-vec).
+pub(crate) const MAX_BINDINGS: usize = 11;
 /// First word of the op's own parameters, and how many there are.
 pub(crate) const OP_WORD: usize = 12 * MAX_BINDINGS;
-pub(crate) const OP_WORDS: usize = 12;
+pub(crate) const OP_WORDS: usize = 16;
 /// Word holding the number of work items.
 pub(crate) const ITEMS_WORD: usize = OP_WORD + OP_WORDS;
 const _: () = assert!(ITEMS_WORD < PARAM_WORDS, "the parameter slot is too small");
@@ -157,6 +158,10 @@ pub enum VecEpilogue {
     /// Three weights of one activation (q, k, v projections: src0, src2, src3) into three
     /// results (src4, src5, dst), each workgroup's rows from one of them.
     Qkv,
+    /// [`VecEpilogue::Qkv`] with q and k rotated (RoPE, normal or `neox` pairs, with or without
+    /// frequency factors) and k and v stored into the KV caches: a step's attention input in
+    /// one dispatch (`mul_mat_vec.wgsl`'s ROPE).
+    QkvRope { neox: bool, freq_factors: bool },
 }
 
 /// How `top_k.wgsl` covers a row.
@@ -219,10 +224,15 @@ fn binding_name(k: usize, n: usize) -> String {
     }
 }
 
-/// Binding indices of a mat-vec's norm weight `g`, QKV results `oq`, `ok` and result `d`: the
-/// sources (2, 3 with ADD or GLU, 4 with QKV), then g with a norm prologue, then the results.
+/// Binding indices of a mat-vec's norm weight `g`, the rotation's positions `p`, frequency
+/// factors `ff` and cache rows `s`, QKV results `oq`, `ok` and result `d`: the sources (2, 3
+/// with ADD or GLU, 4 with QKV), then g with a norm prologue, then p, ff, s with a rotation,
+/// then the results.
 pub(crate) struct VecSlots {
     pub g: usize,
+    pub p: usize,
+    pub ff: usize,
+    pub s: usize,
     pub oq: usize,
     pub ok: usize,
     pub d: usize,
@@ -233,18 +243,28 @@ impl VecSlots {
         let sources = match epilogue {
             VecEpilogue::None => 2,
             VecEpilogue::Add | VecEpilogue::Glu { .. } => 3,
-            VecEpilogue::Qkv => 4,
+            VecEpilogue::Qkv | VecEpilogue::QkvRope { .. } => 4,
         };
-        let out = sources + usize::from(norm);
+        let p = sources + usize::from(norm);
+        let out = match epilogue {
+            VecEpilogue::QkvRope { .. } => p + 3,
+            _ => p,
+        };
         match epilogue {
-            VecEpilogue::Qkv => VecSlots {
+            VecEpilogue::Qkv | VecEpilogue::QkvRope { .. } => VecSlots {
                 g: sources,
+                p,
+                ff: p + 1,
+                s: p + 2,
                 oq: out,
                 ok: out + 1,
                 d: out + 2,
             },
             _ => VecSlots {
                 g: sources,
+                p: 0,
+                ff: 0,
+                s: 0,
                 oq: 0,
                 ok: 0,
                 d: out,
@@ -400,8 +420,16 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         Kernel::MulMatVec { .. } | Kernel::MulMatTiled | Kernel::MulMatCoop { .. }
     );
     let words = matches!(key.kernel, Kernel::Copy { .. });
-    // The unit-decoding matmuls read f16 weights as words: they need no SHADER_F16.
-    if key.dtypes.contains(&DType::F16) && !mat_vec {
+    // The unit-decoding matmuls read f16 weights as words: they need no SHADER_F16 (but for
+    // the f16 KV caches the attention input mat-vec stores into).
+    let f16_caches = matches!(
+        key.kernel,
+        Kernel::MulMatVec {
+            epilogue: VecEpilogue::QkvRope { .. },
+            ..
+        }
+    ) && key.dtypes.last() == Some(&DType::F16);
+    if key.dtypes.contains(&DType::F16) && (!mat_vec || f16_caches) {
         head.push_str("enable f16;\n\n");
     }
     // naga takes every loop counter for non-uniform, so it rejects cooperative matrix
@@ -423,7 +451,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         let qkv = matches!(
             key.kernel,
             Kernel::MulMatVec {
-                epilogue: VecEpilogue::Qkv,
+                epilogue: VecEpilogue::Qkv | VecEpilogue::QkvRope { .. },
                 ..
             }
         );
@@ -453,7 +481,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     let multi_vec = matches!(
         key.kernel,
         Kernel::MulMatVec {
-            epilogue: VecEpilogue::Glu { .. } | VecEpilogue::Qkv,
+            epilogue: VecEpilogue::Glu { .. } | VecEpilogue::Qkv | VecEpilogue::QkvRope { .. },
             ..
         }
     );
@@ -489,6 +517,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         flags.push("COPY_INT");
     }
     let mut activations = false;
+    let mut rope = false;
     let mut readers = String::new();
     let body = match key.kernel {
         Kernel::Map { expr } => {
@@ -549,6 +578,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             if freq_factors {
                 flags.push("FREQ_FACTORS");
             }
+            rope = true;
             ROPE
         }
         Kernel::FlashAttn {
@@ -711,6 +741,25 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                     weights = 2;
                 }
                 VecEpilogue::Qkv => flags.push("QKV"),
+                VecEpilogue::QkvRope { neox, freq_factors } => {
+                    flags.extend(["QKV", "ROPE"]);
+                    rope = true;
+                    if neox {
+                        flags.push("NEOX");
+                    }
+                    if freq_factors {
+                        flags.push("FREQ_FACTORS");
+                    }
+                    let s = VecSlots::new(epilogue, norm);
+                    if key.dtypes.get(s.s) == Some(&DType::I64) {
+                        flags.push("IDX_I64");
+                    }
+                    let cache = key.dtypes.get(s.d).copied().unwrap_or(DType::F32);
+                    vars.push(("KT", wgsl_elem(cache).unwrap_or("f32").to_string()));
+                    vars.push(("P", s.p.to_string()));
+                    vars.push(("FF", s.ff.to_string()));
+                    vars.push(("S", s.s.to_string()));
+                }
             }
             let slots = VecSlots::new(epilogue, norm);
             if norm {
@@ -751,6 +800,9 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     }
     if activations {
         text.push_str(ACTIVATIONS);
+    }
+    if rope {
+        text.push_str(ROPE_ANGLE);
     }
     if mat_vec {
         text.push_str(QUANT_UNIT);

@@ -328,6 +328,46 @@ fn fusions_plan_one_dispatch_per_pattern() {
         3,
         "rotated k an output: the rope pair and two stores"
     );
+
+    // A plain decoder's whole attention input: the norm, the q/k/v products, their rope and
+    // the cache stores in one dispatch.
+    let attn = |k_output: bool| {
+        let mut g = Graph::new();
+        let h = g.input("h", DType::F32, [64, 1, 1, 1]).unwrap();
+        let w = weight(&mut g, "w", DType::F32, [64, 1, 1, 1]);
+        let normed = g.rms_norm(h, 1e-5).unwrap();
+        let x = g.mul(normed, w).unwrap();
+        let mut ys = Vec::new();
+        for (name, m) in [("wq", 128), ("wk", 32), ("wv", 32)] {
+            let wi = weight(&mut g, name, DType::Q4_0, [64, m, 1, 1]);
+            ys.push(g.mul_mat(wi, x).unwrap());
+        }
+        let q = g.reshape(ys[0], [16, 8, 1, 1]).unwrap();
+        let k = g.reshape(ys[1], [16, 2, 1, 1]).unwrap();
+        let pos = g.input("pos", DType::I32, [1, 1, 1, 1]).unwrap();
+        let idx = g.input("idx", DType::I64, [1, 1, 1, 1]).unwrap();
+        let ck = g.state("ck", DType::F16, [32, 8, 1, 1]).unwrap();
+        let cv = g.state("cv", DType::F16, [32, 8, 1, 1]).unwrap();
+        let p = wgllm_core::op::RopeParams::new(wgllm_core::op::RopeMode::Normal, 16);
+        let rq = g.rope(q, pos, None, p).unwrap();
+        let rk = g.rope(k, pos, None, p).unwrap();
+        let rows = g.reshape(rk, [32, 1, 1, 1]).unwrap();
+        let sk = g.set_rows(ck, rows, idx).unwrap();
+        let sv = g.set_rows(cv, ys[2], idx).unwrap();
+        for t in [rq, sk, sv] {
+            g.mark_output(t).unwrap();
+        }
+        if k_output {
+            g.mark_output(ys[1]).unwrap();
+        }
+        count(&g)
+    };
+    assert_eq!(attn(false), 1, "norm, q/k/v, rope pair and KV stores");
+    assert_eq!(
+        attn(true),
+        2,
+        "k product an output: q/k/v with the norm, then the rope pair and stores"
+    );
 }
 
 /// With `int8_activations` the quantized mat-vecs round their activations to int8: every

@@ -18,13 +18,21 @@
 // QKV: three weights of one dtype and row length, src0 (op_u(1) rows), src2 (op_u(5)) and src3
 //   (op_u(6)), into bindings OQ, OK and dst: the workgroups cover src0's rows, then src2's, then
 //   src3's, each reading only its own weight (no batches).
+// ROPE (with QKV): the step's attention input whole. q and k are rotated (rope_angle.wgsl; NEOX
+//   pairs j, j + rot/2, else 2j, 2j + 1; FREQ_FACTORS at binding FF) at the positions of binding
+//   P (i32, one per column), q stored to OQ ([head_dim, heads, columns]), k and v to the K cache
+//   (OK) and the V cache (dst), f32 or f16 rows [head_dim · heads, ctx], at the row binding S
+//   gives each column (i32, or i64 as word pairs with IDX_I64). A pair's two rows are reduced
+//   by one workgroup: local row r < RPW / 2 is element a of pair m0 / 2 + r, row r + RPW / 2
+//   its element b (pairs past rot / 2 are neighbours copied through). op_u(8) = rot; op_f(9..13)
+//   = freq_scale, ext_factor, attn_factor, corr low, corr high; op_f(14) = theta_scale.
 // Fused prologue, with any epilogue:
 // NORM: src1 is h, and the products are of rms_norm(h) · g (a fused ggml_rms_norm and ggml_mul
 //   by the f32 row g at binding G, bound as vec4s; eps = op_f(7)): the lanes multiply each part
 //   of h by g and also sum h², which the workgroup reduces with the products; each result is
 //   scaled by 1 / sqrt(mean(h²) + eps). The lanes of a workgroup cover every part of h once.
-// Bindings: src0, src1, [src2 (ADD, GLU) | src2, src3 (QKV)], [g (NORM)], [OQ, OK (QKV)], dst
-// (binding D).
+// Bindings: src0, src1, [src2 (ADD, GLU) | src2, src3 (QKV)], [g (NORM)], [P, FF, S (ROPE)],
+// [OQ, OK (QKV)], dst (binding D).
 
 const NC: u32 = {{NC}}u;
 const RPW: u32 = {{RPW}}u;
@@ -107,6 +115,52 @@ fn dotq(w: PartQ, x: XQ) -> f32 {
 }
 #endif
 
+#if ROPE
+// Element of pair j of a head on side s (0: a, 1: b).
+fn pair_elem(j: u32, s: u32) -> u32 {
+#if NEOX
+    let half = op_u(8u) / 2u;
+    if (j < half) {
+        return j + s * half;
+    }
+#endif
+    return 2u * j + s;
+}
+
+// The pair of local row r (its index among the weight's pairs, clamped to the last).
+fn rope_pair(m0: u32, r: u32, m_len: u32) -> u32 {
+    return min(m0 / 2u + r % (RPW / 2u), m_len / 2u - 1u);
+}
+
+// The weight row a workgroup's local row r reads: paired for q and k (wsel 0, 1), consecutive
+// for v; rows past the end repeat a valid one.
+fn rope_row(m0: u32, r: u32, m_len: u32) -> u32 {
+    if (wsel == 2u) {
+        return m0 + min(r, m_len - 1u - min(m0, m_len - 1u));
+    }
+    let hh = t_ne({{OQ}}u, 0u) / 2u;
+    let p = rope_pair(m0, r, m_len);
+    return (p / hh) * 2u * hh + pair_elem(p % hh, r / (RPW / 2u));
+}
+
+fn rope_ok(m0: u32, r: u32, m_len: u32) -> bool {
+    if (wsel == 2u) {
+        return m0 + r < m_len;
+    }
+    return m0 / 2u + r % (RPW / 2u) < m_len / 2u;
+}
+
+// The cache row of column c.
+fn cache_row(c: u32) -> u32 {
+    let i = t_idx({{S}}u, vec4<u32>(c, 0u, 0u, 0u));
+#if IDX_I64
+    return u32(src{{S}}[2u * i]);
+#else
+    return u32(src{{S}}[i]);
+#endif
+}
+#endif
+
 // Stores a lane's sum k for the reduction: with SUBGROUP the subgroup's total, by its first
 // lane, in the subgroup's slot; else the lane's own value in its slot.
 fn put(k: u32, v: f32, slot: u32, leader: bool) {
@@ -150,7 +204,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let rows = min(RPW, m_len - min(m0, m_len));
     // Where each row starts in src0 (and src2); rows past the end repeat the last one.
 #unroll r RPW
+#if ROPE
+    let ok_$r = rope_ok(m0, $ru, m_len);
+    let wi_$r = vec4<u32>(0u, rope_row(m0, $ru, m_len), a2, a3);
+#else
+    let ok_$r = $ru < rows;
     let wi_$r = vec4<u32>(0u, m0 + min($ru, rows - 1u), a2, a3);
+#endif
     let row0_$r = t_idx(wb, wi_$r);
 #if GLU
     let row2_$r = t_idx(2u, wi_$r);
@@ -197,7 +257,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
 #endunroll
 #unroll r RPW
-        if ($ru < rows) {
+        if (ok_$r) {
 #if GLU
             wsel = 0u;
 #endif
@@ -275,6 +335,45 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // Invocation (r, c) stores column c of row m0 + r.
     let r = lid / NC;
     let c = lid % NC;
+#if ROPE
+    if (r < RPW && rope_ok(m0, r, m_len) && c < n_cols) {
+#if NORM
+        let inv = 1.0 / sqrt(red[(NS + c) * WG] / f32(op_u(0u)) + op_f(7u));
+#else
+        let inv = 1.0;
+#endif
+        let m = rope_row(m0, r, m_len);
+        let y = red[(r * NC + c) * WG] * inv;
+        let slot = cache_row(c);
+        if (wsel == 2u) {
+            store_dst(t_idx({{D}}u, vec4<u32>(m, slot, 0u, 0u)), y);
+            return;
+        }
+        // Rotate with the partner row (the pair's other side).
+        let hh = t_ne({{OQ}}u, 0u) / 2u;
+        let side = r / (RPW / 2u);
+        let j = rope_pair(m0, r, m_len) % hh;
+        var out = y;
+        if (j < op_u(8u) / 2u) {
+            let yp = red[(((r + RPW / 2u) % RPW) * NC + c) * WG] * inv;
+            let pos = f32(src{{P}}[t_idx({{P}}u, vec4<u32>(c, 0u, 0u, 0u))]);
+            var theta = rope_theta(pos, j, op_f(14u));
+#if FREQ_FACTORS
+            theta = theta / src{{FF}}[t_idx({{FF}}u, vec4<u32>(j, 0u, 0u, 0u))];
+#endif
+            let cs = rope_yarn(theta, j, 9u);
+            // (x0, x1) is the pair's (a, b).
+            let x0 = select(yp, y, side == 0u);
+            let x1 = select(y, yp, side == 0u);
+            out = select(x0 * cs.y + x1 * cs.x, x0 * cs.x - x1 * cs.y, side == 0u);
+        }
+        if (wsel == 0u) {
+            src{{OQ}}[t_idx({{OQ}}u, vec4<u32>(m % (2u * hh), m / (2u * hh), c, 0u))] = out;
+        } else {
+            src{{OK}}[t_idx({{OK}}u, vec4<u32>(m, slot, 0u, 0u))] = {{KT}}(out);
+        }
+    }
+#else
     if (r < rows && c < n_cols) {
         let o = vec4<u32>(m0 + r, c, i2, i3);
 #if NORM
@@ -308,4 +407,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
 #endif
     }
+#endif
 }

@@ -14,22 +14,8 @@
 // rest copy two values each of v (src6, [kv_row, tokens]) into the V cache (dst) at the same
 // rows; a k head h of a token lands at elements h·head_dim.. of its cache row.
 // op_u: 0 = rot (rotated elements), 1 = slots per row, 8..11 = sections; op_f: 2 = freq_scale,
-// 3 = ext_factor, 4 = attn_factor, 5 = corr low, 6 = corr high, 7 = theta_scale.
-
-fn rope_yarn(theta_extrap: f32, k: u32) -> vec2<f32> {
-    let freq_scale = op_f(2u);
-    let ext_factor = op_f(3u);
-    let theta_interp = freq_scale * theta_extrap;
-    var theta = theta_interp;
-    var mscale = op_f(4u);
-    if (ext_factor != 0.0) {
-        let y = (f32(k) - op_f(5u)) / max(0.001, op_f(6u) - op_f(5u));
-        let mix = (1.0 - clamp(y, 0.0, 1.0)) * ext_factor;
-        theta = theta_interp * (1.0 - mix) + theta_extrap * mix;
-        mscale *= 1.0 + 0.1 * log(1.0 / freq_scale);
-    }
-    return vec2<f32>(cos(theta) * mscale, sin(theta) * mscale);
-}
+// 3 = ext_factor, 4 = attn_factor, 5 = corr low, 6 = corr high, 7 = theta_scale (the angles:
+// `rope_angle.wgsl`).
 
 #if MROPE
 fn section_size(i: u32) -> u32 {
@@ -196,15 +182,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 #endif
 #else
-    var theta = f32(src1[t_idx(1u, vec4<u32>(r.z, 0u, 0u, 0u))]);
-    for (var i = 0u; i < k; i++) {
-        theta *= ts;
-    }
+    var theta = rope_theta(f32(src1[t_idx(1u, vec4<u32>(r.z, 0u, 0u, 0u))]), k, ts);
 #endif
 #if FREQ_FACTORS
     theta = theta / load_src2(t_idx(2u, vec4<u32>(k, 0u, 0u, 0u)));
 #endif
-    let cs = rope_yarn(theta, k);
+    let cs = rope_yarn(theta, k, 2u);
 #if NEOX
     let a = k;
     let b = k + pairs;

@@ -6,7 +6,7 @@ use wgllm_core::op::{BinaryOp, UnaryOp};
 use wgllm_core::{DType, Layout, Result};
 
 use super::{words, Ctx, Dispatch, Operand, WG_ELEMENTWISE};
-use crate::shaders::{Kernel, PipelineKey};
+use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
 
 const FLOATS: [DType; 2] = [DType::F32, DType::F16];
 
@@ -175,7 +175,7 @@ fn word_copy(ctx: &Ctx, src: &Operand, dst: &Operand) -> Result<Option<Dispatch>
     Ok(Some(Dispatch {
         key: word_copy_key(),
         operands: vec![words(src)?, words(dst)?],
-        op_words: [0; 12],
+        op_words: [0; OP_WORDS],
         items: ctx.items(vec4s)?,
         groups: ctx.grid(vec4s.div_ceil(per_group), 1)?,
     }))
@@ -191,7 +191,7 @@ fn copy(ctx: &Ctx, src_index: usize) -> Result<Vec<Dispatch>> {
     }
     let n = src.layout.nelements();
     let key = map_key(COPY, src.dtype, dst.dtype);
-    Ok(vec![ctx.per_item(key, vec![src, dst], [0; 12], n)?])
+    Ok(vec![ctx.per_item(key, vec![src, dst], [0; OP_WORDS], n)?])
 }
 
 /// ggml_cpy: `srcs = [dst, src]`, written into the destination view in place.
@@ -213,7 +213,12 @@ pub(super) fn binary(ctx: &Ctx, op: BinaryOp) -> Result<Vec<Dispatch>> {
     ctx.require_f16(&[dst.dtype])?;
     let n = dst.layout.nelements();
     let key = binary_key(op, dst.dtype);
-    Ok(vec![ctx.per_item(key, vec![a, b, dst], [0; 12], n)?])
+    Ok(vec![ctx.per_item(
+        key,
+        vec![a, b, dst],
+        [0; OP_WORDS],
+        n,
+    )?])
 }
 
 #[cfg(test)]

@@ -29,6 +29,12 @@
 //!   set_rows of v into the V cache at the same rows → `rope.wgsl` with PAIR and KV, anchored at
 //!   the v store, taking over the rope pair (the attention input of every block: three
 //!   dispatches become one). Needs 9 storage bindings per kernel (not WebGPU's default 8).
+//! - attention input: the KV store above whose ropes rotate (reshaped) q and k products of a
+//!   q/k/v pattern, v's product being the one stored, with or without the norm into the products
+//!   → `mul_mat_vec.wgsl` with QKV and ROPE, anchored at the v store: the products, the rotation
+//!   and the cache stores in one dispatch (every block of the plain decoders: two dispatches
+//!   become one). It takes over the q/k/v, rope pair and KV store fusions. Needs 10 storage
+//!   bindings per kernel, 11 with the norm.
 
 use wgllm_core::op::BinaryOp;
 use wgllm_core::{DType, Graph, Op, Result, TensorId};
@@ -153,6 +159,9 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
         return rope_pair(anchor, p);
     }
     if anchor.node.op == Op::SetRows {
+        if let Some(found) = attention_input(anchor, uses)? {
+            return Ok(Some(found));
+        }
         return kv_store(anchor, uses);
     }
     let Op::Binary(op) = anchor.node.op else {
@@ -275,12 +284,11 @@ fn rope_pair(
     Ok(d.map(|d| (vec![q], d)))
 }
 
-/// The attention input anchored at the set_rows `cv` of v into the V cache: the latest earlier
+/// The KV store anchored at the set_rows `cv` of v into the V cache: the latest earlier
 /// set_rows `ck` with the same row indices stores a rope `rk` (through a reshape, nothing else
 /// reading either), which pairs with the latest earlier rope `rq` at the same positions; no
-/// dispatch between `rq` and `cv` reads `rq` or `ck`. One dispatch rotates q, and writes k's
-/// rotated rows and v's rows into the caches.
-fn kv_store(cv: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+/// dispatch between `rq` and `cv` reads `rq` or `ck`. Returns `(rq, rk, ck)`.
+fn kv_parts(cv: &Ctx, uses: &[usize]) -> Result<Option<(TensorId, TensorId, TensorId)>> {
     let g = cv.graph;
     let idx = cv.node.src(2)?;
     let ck = g
@@ -293,9 +301,9 @@ fn kv_store(cv: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispa
     };
     let rows = g.node(ck).src(1)?;
     let rk = g.root(rows);
-    let Op::Rope(p) = &g.node(rk).op else {
+    if !matches!(g.node(rk).op, Op::Rope(_)) {
         return Ok(None);
-    };
+    }
     let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
     if !private(rk) || !private(rows) || g.node(rows).op != Op::Reshape {
         return Ok(None);
@@ -312,9 +320,76 @@ fn kv_store(cv: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispa
     if read_before(g, &[rq, ck], cv.id) {
         return Ok(None);
     }
+    Ok(Some((rq, rk, ck)))
+}
+
+/// The attention input anchored at the set_rows `cv` ([`kv_parts`]): one dispatch rotates q,
+/// and writes k's rotated rows and v's rows into the caches.
+fn kv_store(cv: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+    let g = cv.graph;
+    let Some((rq, rk, ck)) = kv_parts(cv, uses)? else {
+        return Ok(None);
+    };
+    let Op::Rope(p) = &g.node(rk).op else {
+        return Ok(None);
+    };
     let (q, k) = (ctx(g, rq, cv.caps)?, ctx(g, rk, cv.caps)?);
     let d = nn::rope_kv(&q, &k, &ctx(g, ck, cv.caps)?, cv, p)?;
     Ok(d.map(|d| (vec![rq, rk, ck], d)))
+}
+
+/// The whole attention input anchored at the set_rows `cv`: the KV store of [`kv_parts`] whose
+/// ropes (of the same parameters, positions and frequency factors) rotate reshaped products q
+/// and k, and whose v is a product, of one activation (a q/k/v pattern), each read only there;
+/// with the norm × weight computing the activation when nothing else reads it. One mat-vec
+/// dispatch computes q, k and v, rotates q and k, and stores k and v into the caches.
+fn attention_input(cv: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+    let g = cv.graph;
+    let Some((rq, rk, ck)) = kv_parts(cv, uses)? else {
+        return Ok(None);
+    };
+    let Op::Rope(p) = g.node(rk).op else {
+        return Ok(None);
+    };
+    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
+    let product = |t: TensorId| g.node(t).op == Op::MulMat && private(t);
+    // A rope's input: a reshape (read only by it) of a product (read only by the reshape).
+    let reshaped = |rope: TensorId| {
+        let r = g.node(rope).src(0).ok()?;
+        let mm = g.node(r).src(0).ok()?;
+        (g.node(r).op == Op::Reshape && private(r) && product(mm)).then_some(mm)
+    };
+    let (nq, nk) = (g.node(rq), g.node(rk));
+    let v = cv.node.src(1)?;
+    let (Some(q), Some(k)) = (reshaped(rq), reshaped(rk)) else {
+        return Ok(None);
+    };
+    let same = nq.op == nk.op && nq.src(1).ok() == nk.src(1).ok() && nq.opt_src(2) == nk.opt_src(2);
+    if !same || !product(v) || read_before(g, &[q, k, v, rq, rk, ck], cv.id) {
+        return Ok(None);
+    }
+    let c = |t: TensorId| ctx(g, t, cv.caps);
+    let (qc, kc, vc, rqc) = (c(q)?, c(k)?, c(v)?, c(rq)?);
+    let store = || -> Result<matmul::QkvRope> {
+        Ok(matmul::QkvRope {
+            p,
+            pos: rqc.src(1)?,
+            ff: rqc.node.opt_src(2).map(|_| rqc.src(2)).transpose()?,
+            idx: cv.src(2)?,
+            q_out: rqc.out(),
+            cache_k: c(ck)?.out(),
+            cache_v: cv.out(),
+        })
+    };
+    let parts = [q, k, v, rq, rk, ck];
+    if let Some((mut normed, norm)) = norm_input(&vc, &[q, k, v], uses)? {
+        if let Some(d) = matmul::mul_mat_vec_qkv_rope(&qc, &kc, &vc, Some(&norm), store()?)? {
+            normed.extend(parts);
+            return Ok(Some((normed, d)));
+        }
+    }
+    let d = matmul::mul_mat_vec_qkv_rope(&qc, &kc, &vc, None, store()?)?;
+    Ok(d.map(|d| (parts.to_vec(), d)))
 }
 
 /// Whether a dispatch after the first of `parts` and before `anchor`, other than the parts

@@ -3,6 +3,7 @@
 //! the weight broadcast over the activation's dims 2 and 3; a weight over the binding limit is
 //! split into windows of rows (see `windows.rs`).
 
+use wgllm_core::op::{RopeMode, RopeParams};
 use wgllm_core::{DType, Result};
 
 use super::rows::QUANTS;
@@ -183,12 +184,20 @@ fn vec_key(
         VecEpilogue::Glu { .. } => 2,
         _ => 1,
     };
-    let (wg, rpw) = vec_shape(units, m, nc, nw);
+    let (wg, mut rpw) = vec_shape(units, m, nc, nw);
+    let f = DType::F32;
     let mut dtypes = match epilogue {
-        VecEpilogue::None => vec![a, DType::F32, DType::F32],
-        VecEpilogue::Add => vec![a, DType::F32, DType::F32, DType::F32],
-        VecEpilogue::Glu { .. } => vec![a, DType::F32, a, DType::F32],
-        VecEpilogue::Qkv => vec![a, DType::F32, a, a, DType::F32, DType::F32, DType::F32],
+        VecEpilogue::None => vec![a, f, f],
+        VecEpilogue::Add => vec![a, f, f, f],
+        VecEpilogue::Glu { .. } => vec![a, f, a, f],
+        VecEpilogue::Qkv => vec![a, f, a, a, f, f, f],
+        VecEpilogue::QkvRope { .. } => {
+            // A rotated pair's two rows are reduced by one workgroup.
+            rpw = rpw.max(2);
+            // Positions, frequency factors, cache rows; q and the caches (both patched by
+            // `qkv_rope_key`).
+            vec![a, f, a, a, DType::I32, f, DType::I32, f, f, f]
+        }
     };
     if norm {
         dtypes.insert(VecSlots::new(epilogue, true).g, DType::F32);
@@ -263,15 +272,10 @@ fn unit_decoded(d: DType) -> bool {
     )
 }
 
-/// The mul_mat nodes `q`, `k`, `v` (their contexts) as one mat-vec dispatch writing all three
-/// results: the same activation (at most 8 columns, no batches), weights of one dtype with a
-/// part decoder and one row length, each fitting a binding; `None` when they do not qualify.
-pub(super) fn mul_mat_vec_qkv(
-    q: &Ctx,
-    k: &Ctx,
-    v: &Ctx,
-    norm: Option<&VecNorm>,
-) -> Result<Option<Vec<Dispatch>>> {
+/// The mat-vec columns of the mul_mat nodes `q`, `k`, `v` (their contexts) as one dispatch: the
+/// same activation (at most 8 columns, no batches), weights of one dtype with a part decoder
+/// and one row length, each fitting a binding; `None` when they do not qualify.
+fn qkv_cols(q: &Ctx, k: &Ctx, v: &Ctx, norm: Option<&VecNorm>) -> Result<Option<u32>> {
     let x = q.src(1)?;
     let (wq, wk, wv) = (q.src(0)?, k.src(0)?, v.src(0)?);
     let n = x.layout.ne[1];
@@ -289,9 +293,23 @@ pub(super) fn mul_mat_vec_qkv(
             .all(|(c, w)| unit_path(c, w, &x) && windows::fits(c, w))
         && norm.is_none_or(|nm| nm.fits(q, &wq, &x));
     let nc = VEC_COLS.into_iter().find(|&c| u64::from(c) >= n);
-    let (Some(nc), true) = (nc, ok) else {
+    Ok(nc.filter(|_| ok))
+}
+
+/// The mul_mat nodes `q`, `k`, `v` (their contexts) as one mat-vec dispatch writing all three
+/// results ([`qkv_cols`]); `None` when they do not qualify.
+pub(super) fn mul_mat_vec_qkv(
+    q: &Ctx,
+    k: &Ctx,
+    v: &Ctx,
+    norm: Option<&VecNorm>,
+) -> Result<Option<Vec<Dispatch>>> {
+    let Some(nc) = qkv_cols(q, k, v, norm)? else {
         return Ok(None);
     };
+    let x = q.src(1)?;
+    let (wq, wk, wv) = (q.src(0)?, k.src(0)?, v.src(0)?);
+    let n = x.layout.ne[1];
     let (ea, eb) = (wq.layout.ne, x.layout.ne);
     let rows = [wq.layout.ne[1], wk.layout.ne[1], wv.layout.ne[1]];
     let key = vec_key(
@@ -310,6 +328,145 @@ pub(super) fn mul_mat_vec_qkv(
     let mut operands = vec![wq, x, wk, wv, q.out(), k.out(), v.out()];
     if let Some(nm) = norm {
         nm.apply(VecEpilogue::Qkv, &mut operands, &mut op);
+    }
+    Ok(Some(vec![Dispatch {
+        key,
+        operands,
+        op_words: op,
+        items: q.items(rows.iter().sum::<u64>() * n)?,
+        groups: q.grid(groups, 1)?,
+    }]))
+}
+
+/// The rotation and cache stores a q/k/v mat-vec takes over ([`mul_mat_vec_qkv_rope`]).
+pub(super) struct QkvRope {
+    pub p: RopeParams,
+    /// I32 `[n]` positions, and the optional f32 frequency factors.
+    pub pos: Operand,
+    pub ff: Option<Operand>,
+    /// I32 or I64 `[n]` cache rows.
+    pub idx: Operand,
+    /// The rotated q `[head_dim, heads, n]`, and the K and V caches `[head_dim · kv heads, ctx]`.
+    pub q_out: Operand,
+    pub cache_k: Operand,
+    pub cache_v: Operand,
+}
+
+/// The q/k/v mat-vec pipeline with rotation and cache stores: `vec_key` with the cache rows'
+/// and the caches' dtypes.
+fn qkv_rope_key(
+    a: DType,
+    nc: u32,
+    units: u64,
+    m: u64,
+    f: (bool, bool),
+    norm: bool,
+    (rope, idx, cache): ((bool, bool), DType, DType),
+) -> PipelineKey {
+    let epilogue = VecEpilogue::QkvRope {
+        neox: rope.0,
+        freq_factors: rope.1,
+    };
+    let mut key = vec_key(a, nc, epilogue, units, m, f, norm);
+    let s = VecSlots::new(epilogue, norm);
+    key.dtypes[s.s] = idx;
+    key.dtypes[s.ok] = cache;
+    key.dtypes[s.d] = cache;
+    key
+}
+
+/// The q/k/v products (contexts, with an optional norm prologue) and `r`, the rotation of q and
+/// k and the stores of k and v into the caches that follow them, as one mat-vec dispatch: what
+/// [`mul_mat_vec_qkv`] takes, q and k of one head size `hd` (reshaped `[hd, heads, n]` for the
+/// ropes), normal or neox pairs over an even `n_dims <= hd`, f32 or f16 caches of one dtype,
+/// rows of `hd` · k heads; `None` when they do not qualify or the device binds too few storage
+/// buffers per kernel (10, or 11 with the norm).
+pub(super) fn mul_mat_vec_qkv_rope(
+    q: &Ctx,
+    k: &Ctx,
+    v: &Ctx,
+    norm: Option<&VecNorm>,
+    r: QkvRope,
+) -> Result<Option<Vec<Dispatch>>> {
+    let Some(nc) = qkv_cols(q, k, v, norm)? else {
+        return Ok(None);
+    };
+    let (wq, x, wk, wv) = (q.src(0)?, q.src(1)?, k.src(0)?, v.src(0)?);
+    let n = x.layout.ne[1];
+    let hd = r.q_out.layout.ne[0];
+    let rows = [wq.layout.ne[1], wk.layout.ne[1], wv.layout.ne[1]];
+    let rot = u64::from(r.p.n_dims);
+    let plain = |o: &Operand| o.layout.ne[2] == 1 && o.layout.ne[3] == 1;
+    let column = |o: &Operand| o.layout.ne == [n, 1, 1, 1];
+    let cache = r.cache_k.dtype;
+    let bindings = 10 + usize::from(norm.is_some());
+    let ok = matches!(r.p.mode, RopeMode::Normal | RopeMode::Neox)
+        && rot.is_multiple_of(2)
+        && rot <= hd
+        && hd.is_multiple_of(2)
+        && r.q_out.dtype == DType::F32
+        && r.q_out.layout.is_contiguous(DType::F32)
+        && r.q_out.layout.ne == [hd, rows[0] / hd, n, 1]
+        && rows[0].is_multiple_of(hd)
+        && rows[1].is_multiple_of(hd)
+        && rows[1] == rows[2]
+        && r.pos.dtype == DType::I32
+        && column(&r.pos)
+        && r.ff
+            .as_ref()
+            .is_none_or(|f| f.dtype == DType::F32 && f.layout.ne[0] >= rot / 2 && plain(f))
+        && matches!(r.idx.dtype, DType::I32 | DType::I64)
+        && column(&r.idx)
+        && r.cache_v.dtype == cache
+        && matches!(cache, DType::F32 | DType::F16)
+        && (cache == DType::F32 || q.caps.shader_f16)
+        && [&r.cache_k, &r.cache_v]
+            .iter()
+            .all(|c| plain(c) && c.layout.ne[0] == rows[1])
+        && q.caps.limits.max_storage_buffers_per_shader_stage as usize >= bindings;
+    if !ok {
+        return Ok(None);
+    }
+    let ea = wq.layout.ne;
+    let key = qkv_rope_key(
+        wq.dtype,
+        nc,
+        ea[0] / 32,
+        rows.iter().sum(),
+        (q.caps.subgroups, q.caps.int8_activations),
+        norm.is_some(),
+        (
+            (r.p.mode == RopeMode::Neox, r.ff.is_some()),
+            r.idx.dtype,
+            cache,
+        ),
+    );
+    let rpw = vec_rpw(&key);
+    let mut op = product_words(q, ea, x.layout.ne, rows[0], rows[1])?;
+    op[6] = q.items(rows[2])?;
+    op[8] = q.items(rot)?;
+    for (i, w) in super::nn::rope_angle_words(&r.p).into_iter().enumerate() {
+        op[9 + i] = w.to_bits();
+    }
+    let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
+    let mut operands = vec![
+        wq,
+        x,
+        wk,
+        wv,
+        r.pos,
+        r.ff.unwrap_or_else(|| Operand::absent(0)),
+        r.idx,
+        r.q_out,
+        r.cache_k,
+        r.cache_v,
+    ];
+    let epilogue = match key.kernel {
+        Kernel::MulMatVec { epilogue, .. } => epilogue,
+        _ => unreachable!("a mat-vec key"),
+    };
+    if let Some(nm) = norm {
+        nm.apply(epilogue, &mut operands, &mut op);
     }
     Ok(Some(vec![Dispatch {
         key,
@@ -590,6 +747,16 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                     add(VecEpilogue::Qkv, norm);
                 }
                 add(VecEpilogue::None, true);
+                for norm in [false, true] {
+                    for rope in [
+                        ((false, false), DType::I64, DType::F16),
+                        ((true, true), DType::I32, DType::F32),
+                    ] {
+                        keys.extend(
+                            VEC_COLS.map(|nc| qkv_rope_key(a, nc, units, m, f, norm, rope)),
+                        );
+                    }
+                }
             }
         }
         keys.push(tiled_key(a));

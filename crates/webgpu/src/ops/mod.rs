@@ -28,8 +28,10 @@
 //! - **argmax / top_k** (`top_k.rs`): a subgroup (else workgroup) reduction for k = 1, a radix
 //!   select beyond; vocabulary-long rows first per chunk, then merged.
 //! - **Fusions** (`fuse.rs`): patterns planned as one dispatch (norm into the products, q/k/v,
-//!   gate/up, residual adds, the rope pair with the K/V cache stores); the K/V store fusion
-//!   needs 9 storage bindings, so devices at WebGPU's default 8 (browsers) run it unfused.
+//!   gate/up, residual adds, the rope pair with the K/V cache stores, and the whole attention
+//!   input: q/k/v products rotated and stored by one mat-vec); the K/V store fusion needs 9
+//!   storage bindings and the attention input 10-11, so devices at WebGPU's default 8
+//!   (browsers) run the rope and stores unfused.
 
 mod attention;
 mod elementwise;

@@ -6,7 +6,7 @@ use wgllm_core::{DType, Result};
 
 use super::rows::QUANTS;
 use super::{Ctx, Dispatch};
-use crate::shaders::{Kernel, PipelineKey};
+use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
 use crate::variants::Family;
 
 /// Invocations per workgroup (a power of two: the reduction halves it).
@@ -37,7 +37,7 @@ pub(super) fn mul_mat_id(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     ctx.require_f16(&[a.dtype, b.dtype])?;
     let (k, m) = (a.layout.ne[0], a.layout.ne[1]);
     let cols = dst.layout.ne[1] * dst.layout.ne[2];
-    let mut op = [0; 12];
+    let mut op = [0; OP_WORDS];
     op[0] = ctx.items(k)?;
     op[1] = ctx.items(m)?;
     op[2] = ctx.items(cols)?;

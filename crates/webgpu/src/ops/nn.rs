@@ -351,6 +351,21 @@ struct KvStore {
     cache_v: Operand,
 }
 
+/// What `rope_angle.wgsl` reads of `p`: freq_scale, ext_factor, attn_factor, the YaRN
+/// correction dims (low, high), and theta_scale.
+pub(super) fn rope_angle_words(p: &RopeParams) -> [f32; 6] {
+    let [low, high] = yarn_corr_dims(p);
+    let theta_scale = p.freq_base.powf(-2.0 / p.n_dims as f32);
+    [
+        p.freq_scale,
+        p.ext_factor,
+        p.attn_factor,
+        low,
+        high,
+        theta_scale,
+    ]
+}
+
 /// rope.wgsl's parameter words for `p` over `x`, and its slots per row.
 fn rope_words(
     ctx: &Ctx,
@@ -378,18 +393,9 @@ fn rope_words(
         return Err(ctx.unsupported(format!("{rot} rotated elements in rows of {ne0}")));
     }
     let slots = rot / 2 + (ne0 - rot).div_ceil(2);
-    let [low, high] = yarn_corr_dims(p);
-    let theta_scale = p.freq_base.powf(-2.0 / p.n_dims as f32);
-    let mut op = words(&[
-        0.0,
-        0.0,
-        p.freq_scale,
-        p.ext_factor,
-        p.attn_factor,
-        low,
-        high,
-        theta_scale,
-    ]);
+    let mut angle = vec![0.0, 0.0];
+    angle.extend(rope_angle_words(p));
+    let mut op = words(&angle);
     op[0] = ctx.items(rot)?;
     op[1] = ctx.items(slots)?;
     op[8..12].copy_from_slice(&p.sections);

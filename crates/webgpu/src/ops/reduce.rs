@@ -7,7 +7,7 @@ use wgllm_core::op::SortOrder;
 use wgllm_core::{DType, Result};
 
 use super::{Ctx, Dispatch};
-use crate::shaders::{Kernel, PipelineKey};
+use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
 use crate::variants::{Family, ReduceKind};
 
 /// Invocations per workgroup (a power of two: the reductions halve it).
@@ -28,7 +28,7 @@ fn key(kind: ReduceKind) -> PipelineKey {
 }
 
 /// One workgroup per row of source 0 (or a single one for `Sum`).
-fn rows(ctx: &Ctx, kind: ReduceKind, op_words: [u32; 12]) -> Result<Vec<Dispatch>> {
+fn rows(ctx: &Ctx, kind: ReduceKind, op_words: [u32; OP_WORDS]) -> Result<Vec<Dispatch>> {
     let (a, dst) = (ctx.src(0)?, ctx.out());
     let n = match kind {
         ReduceKind::Sum => 1,
@@ -53,19 +53,19 @@ fn f32_in_out(ctx: &Ctx) -> Result<()> {
 /// ggml_sum (one workgroup reads every element).
 pub(super) fn sum(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     f32_in_out(ctx)?;
-    rows(ctx, ReduceKind::Sum, [0; 12])
+    rows(ctx, ReduceKind::Sum, [0; OP_WORDS])
 }
 
 /// ggml_sum_rows.
 pub(super) fn sum_rows(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     f32_in_out(ctx)?;
-    rows(ctx, ReduceKind::SumRows, [0; 12])
+    rows(ctx, ReduceKind::SumRows, [0; OP_WORDS])
 }
 
 /// ggml_cumsum.
 pub(super) fn cumsum(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     f32_in_out(ctx)?;
-    rows(ctx, ReduceKind::CumSum, [0; 12])
+    rows(ctx, ReduceKind::CumSum, [0; OP_WORDS])
 }
 
 /// ggml_argsort.
@@ -85,7 +85,7 @@ pub(super) fn argsort(ctx: &Ctx, order: SortOrder) -> Result<Vec<Dispatch>> {
             "argsort of {n}-value rows needs {bytes} bytes of workgroup storage, over this device's {limit}"
         )));
     }
-    let mut op = [0; 12];
+    let mut op = [0; OP_WORDS];
     op[0] = u32::from(order == SortOrder::Desc);
     rows(
         ctx,

@@ -5,7 +5,7 @@
 use wgllm_core::{DType, Result};
 
 use super::{windows, Ctx, Dispatch, WG_ELEMENTWISE};
-use crate::shaders::{Kernel, PipelineKey};
+use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
 
 /// Block-quantized dtypes `quant.wgsl` decodes.
 pub(crate) const QUANTS: [DType; 21] = [
@@ -73,7 +73,7 @@ pub(super) fn get_rows(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     windows::row_windows(ctx, &table)?
         .into_iter()
         .map(|w| {
-            let mut op = [0; 12];
+            let mut op = [0; OP_WORDS];
             op[0] = ctx.items(w.first_row)?;
             ctx.per_item(
                 key.clone(),
@@ -98,7 +98,12 @@ pub(super) fn set_rows(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     // One work item per value, or per block of a quantized destination.
     let n = src.layout.nelements() / dst.dtype.block_size() as u64;
     let key = set_rows_key(idx.dtype, dst.dtype);
-    Ok(vec![ctx.per_item(key, vec![src, idx, dst], [0; 12], n)?])
+    Ok(vec![ctx.per_item(
+        key,
+        vec![src, idx, dst],
+        [0; OP_WORDS],
+        n,
+    )?])
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 use wgllm_core::{DType, Layout, Result};
 
 use super::{Ctx, Dispatch, Operand, WG_ELEMENTWISE};
-use crate::shaders::{Kernel, PipelineKey};
+use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
 use crate::variants::{Family, SeqKind};
 
 fn key(kind: SeqKind, dtypes: Vec<DType>) -> PipelineKey {
@@ -31,12 +31,12 @@ pub(super) fn ssm_conv(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     )?;
     let n = dst.layout.nelements();
     let k = key(SeqKind::SsmConv, vec![DType::F32; 3]);
-    Ok(vec![ctx.per_item(k, vec![x, w, dst], [0; 12], n)?])
+    Ok(vec![ctx.per_item(k, vec![x, w, dst], [0; OP_WORDS], n)?])
 }
 
 /// Stride, padding and dilation as op words 0..6.
-fn conv_words(stride: [u32; 2], pad: [u32; 2], dilation: [u32; 2]) -> [u32; 12] {
-    let mut op = [0; 12];
+fn conv_words(stride: [u32; 2], pad: [u32; 2], dilation: [u32; 2]) -> [u32; OP_WORDS] {
+    let mut op = [0; OP_WORDS];
     op[..6].copy_from_slice(&[
         stride[0],
         stride[1],
@@ -127,7 +127,7 @@ pub(super) fn solve_tri(ctx: &Ctx, left: bool, lower: bool, uni: bool) -> Result
     )?;
     let be = b.layout.ne;
     let systems = if left { be[0] } else { be[1] };
-    let mut op = [0; 12];
+    let mut op = [0; OP_WORDS];
     op[0] = u32::from(left);
     op[1] = u32::from(lower);
     op[2] = u32::from(uni);
@@ -157,7 +157,7 @@ pub(super) fn ssm_scan(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     let [head_dim, n_head, n_tokens, n_seqs] = srcs[1].layout.ne;
     let n_group = srcs[4].layout.ne[1];
     let y_len = srcs[1].layout.nelements();
-    let mut op = [0; 12];
+    let mut op = [0; OP_WORDS];
     for (w, v) in op.iter_mut().zip([
         head_dim,
         n_head,
@@ -221,7 +221,7 @@ pub(super) fn gated_delta_net(ctx: &Ctx) -> Result<Vec<Dispatch>> {
             "head size {s} must be within this device's {max_s} invocations per workgroup"
         )));
     }
-    let mut op = [0; 12];
+    let mut op = [0; OP_WORDS];
     for (w, v) in op.iter_mut().zip([
         n_head,
         n_tokens,

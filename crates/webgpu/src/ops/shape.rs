@@ -9,7 +9,7 @@ use wgllm_core::{DType, Layout, Result};
 
 use super::elementwise::{map_key, COPY};
 use super::{words, Ctx, Dispatch, Operand, WG_ELEMENTWISE};
-use crate::shaders::{Kernel, PipelineKey};
+use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
 use crate::variants::{Family, Interp, ShapeKind};
 
 fn shape_key(kind: ShapeKind, dtypes: Vec<DType>) -> PipelineKey {
@@ -40,7 +40,7 @@ fn out_view(ctx: &Ctx, ne: [u64; 4], nb: [u64; 4], offset: u64) -> Operand {
 fn copy_into(ctx: &Ctx, src: Operand, dst: Operand) -> Result<Dispatch> {
     let n = src.layout.nelements();
     let key = map_key(COPY, src.dtype, dst.dtype);
-    ctx.per_item(key, vec![src, dst], [0; 12], n)
+    ctx.per_item(key, vec![src, dst], [0; OP_WORDS], n)
 }
 
 fn f32_or_i32(ctx: &Ctx, srcs: &[&Operand]) -> Result<()> {
@@ -79,7 +79,7 @@ pub(super) fn concat(ctx: &Ctx, dim: usize) -> Result<Vec<Dispatch>> {
 }
 
 /// A one-source gather of `shape.wgsl` over the result.
-fn gather(ctx: &Ctx, kind: ShapeKind, op: [u32; 12]) -> Result<Vec<Dispatch>> {
+fn gather(ctx: &Ctx, kind: ShapeKind, op: [u32; OP_WORDS]) -> Result<Vec<Dispatch>> {
     let (a, dst) = (ctx.src(0)?, ctx.out());
     let n = dst.layout.nelements();
     let key = shape_key(kind, vec![a.dtype, dst.dtype]);
@@ -89,13 +89,13 @@ fn gather(ctx: &Ctx, kind: ShapeKind, op: [u32; 12]) -> Result<Vec<Dispatch>> {
 /// ggml_repeat.
 pub(super) fn repeat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     f32_or_i32(ctx, &[&ctx.src(0)?])?;
-    gather(ctx, ShapeKind::Repeat, [0; 12])
+    gather(ctx, ShapeKind::Repeat, [0; OP_WORDS])
 }
 
 /// ggml_pad_ext (zeros, or circular); `rp` is implied by the result's extents.
 pub(super) fn pad(ctx: &Ctx, lp: [u32; 4], circular: bool) -> Result<Vec<Dispatch>> {
     f32_only(ctx, &[&ctx.src(0)?])?;
-    let mut op = [0; 12];
+    let mut op = [0; OP_WORDS];
     op[..4].copy_from_slice(&lp);
     gather(ctx, ShapeKind::Pad { circular }, op)
 }
@@ -103,13 +103,13 @@ pub(super) fn pad(ctx: &Ctx, lp: [u32; 4], circular: bool) -> Result<Vec<Dispatc
 /// ggml_diag.
 pub(super) fn diag(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     f32_only(ctx, &[&ctx.src(0)?])?;
-    gather(ctx, ShapeKind::Diag, [0; 12])
+    gather(ctx, ShapeKind::Diag, [0; OP_WORDS])
 }
 
 /// ggml_tri.
 pub(super) fn tri(ctx: &Ctx, kind: TriKind) -> Result<Vec<Dispatch>> {
     f32_only(ctx, &[&ctx.src(0)?])?;
-    let mut op = [0; 12];
+    let mut op = [0; OP_WORDS];
     op[0] = match kind {
         TriKind::Lower => 0,
         TriKind::LowerDiag => 1,
@@ -126,7 +126,12 @@ pub(super) fn add_id(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     ctx.require(ids.dtype == DType::I32, "f32 with i32 ids")?;
     let n = dst.layout.nelements();
     let key = shape_key(ShapeKind::AddId, add_id_dtypes());
-    Ok(vec![ctx.per_item(key, vec![a, b, ids, dst], [0; 12], n)?])
+    Ok(vec![ctx.per_item(
+        key,
+        vec![a, b, ids, dst],
+        [0; OP_WORDS],
+        n,
+    )?])
 }
 
 fn add_id_dtypes() -> Vec<DType> {

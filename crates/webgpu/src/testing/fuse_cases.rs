@@ -447,6 +447,158 @@ fn kv_store_cases(out: &mut Vec<Case>) {
     }
 }
 
+/// The shape of an attention-input case: weights, rope, heads, tokens, caches.
+#[derive(Clone, Copy, Debug)]
+struct AttnInput {
+    wt: DType,
+    /// Row length of the weights (the model width).
+    emb: u64,
+    mode: RopeMode,
+    /// (head_dim, q heads, kv heads, tokens)
+    shape: (u64, u64, u64, u64),
+    n_dims: u32,
+    norm: bool,
+    cache: DType,
+    idx: DType,
+    ff: bool,
+    yarn: bool,
+}
+
+/// A decoder block's attention input: `rms_norm(h) · g` (with `norm`), the q, k and v
+/// products, q and k reshaped to heads and roped at the step's positions, the rotated k (as
+/// rows) and v stored into K and V caches. `near_miss`: the k product is also an output, which
+/// keeps it a dispatch of its own.
+fn attention_input_case(a: AttnInput, near_miss: bool) -> Case {
+    let miss = if near_miss {
+        ", k product also an output (unfused)"
+    } else {
+        ""
+    };
+    let desc = format!("FUSED attention input {a:?}{miss}");
+    let tol = f16_tol(a.cache, ROPE_NMSE);
+    case("FUSED_ATTN_INPUT", desc, tol, move |g, rng| {
+        let mut b = Built::default();
+        let (hd, hq, hk, n) = a.shape;
+        let (ctx, row) = (11, hd * hk);
+        let h = input(g, rng, &mut b, DType::F32, [a.emb, n, 1, 1], -2.0, 2.0)?;
+        let x = match a.norm {
+            true => {
+                let w = weight(g, rng, DType::F32, [a.emb, 1, 1, 1])?;
+                let normed = g.rms_norm(h, 1e-5)?;
+                g.mul(normed, w)?
+            }
+            false => h,
+        };
+        let mut ys = Vec::new();
+        for m in [hd * hq, row, row] {
+            let w = weight(g, rng, a.wt, [a.emb, m, 1, 1])?;
+            ys.push(g.mul_mat(w, x)?);
+        }
+        let q = g.reshape(ys[0], [hd, hq, n, 1])?;
+        let k = g.reshape(ys[1], [hd, hk, n, 1])?;
+        let pos = input(g, rng, &mut b, DType::I32, [n, 1, 1, 1], 0.0, 50.0)?;
+        let idx = g.input("idx", a.idx, [n, 1, 1, 1])?;
+        b.inputs
+            .push((idx, distinct_rows(rng, ctx, n as usize, a.idx)));
+        let mut caches = Vec::new();
+        for name in ["cache_k", "cache_v"] {
+            let c = g.state(name, a.cache, [row, ctx, 1, 1])?;
+            b.states
+                .push((c, random_bytes(rng, a.cache, row * ctx, -1.0, 1.0)?));
+            caches.push(c);
+        }
+        let f = freq_factors(g, rng, &mut b, a.n_dims, a.ff)?;
+        let p = rope_params(a.mode, a.n_dims, a.yarn);
+        let rq = g.rope(q, pos, f, p)?;
+        let rk = g.rope(k, pos, f, p)?;
+        let rows = g.reshape(rk, [row, n, 1, 1])?;
+        let ck = g.set_rows(caches[0], rows, idx)?;
+        let cv = g.set_rows(caches[1], ys[2], idx)?;
+        for t in [rq, ck, cv] {
+            g.mark_output(t)?;
+        }
+        if near_miss {
+            g.mark_output(ys[1])?;
+        }
+        Ok(b)
+    })
+}
+
+fn attention_input_cases(out: &mut Vec<Case>) {
+    let base = AttnInput {
+        wt: DType::Q4_0,
+        emb: 64,
+        mode: RopeMode::Normal,
+        shape: (64, 4, 2, 1),
+        n_dims: 64,
+        norm: true,
+        cache: DType::F16,
+        idx: DType::I64,
+        ff: false,
+        yarn: false,
+    };
+    let specs = [
+        base,
+        // Partial rotation with YaRN and frequency factors, three tokens, f32 caches.
+        AttnInput {
+            wt: DType::Q8_0,
+            mode: RopeMode::Neox,
+            shape: (32, 6, 2, 3),
+            n_dims: 16,
+            norm: false,
+            cache: DType::F32,
+            idx: DType::I32,
+            ff: true,
+            yarn: true,
+            ..base
+        },
+        AttnInput {
+            wt: DType::F16,
+            mode: RopeMode::Neox,
+            shape: (64, 2, 1, 8),
+            idx: DType::I32,
+            ..base
+        },
+        AttnInput {
+            wt: DType::Q4_K,
+            emb: 256,
+            shape: (16, 8, 2, 1),
+            n_dims: 12,
+            cache: DType::F32,
+            ff: true,
+            ..base
+        },
+        AttnInput {
+            wt: DType::Q6_K,
+            emb: 256,
+            mode: RopeMode::Neox,
+            shape: (128, 4, 1, 2),
+            ..base
+        },
+        // Pairs past the rotated ones, a partial last workgroup.
+        AttnInput {
+            wt: DType::Q5_0,
+            mode: RopeMode::Neox,
+            shape: (18, 3, 1, 1),
+            n_dims: 10,
+            norm: false,
+            idx: DType::I32,
+            ..base
+        },
+        // 4,096 rows: four a workgroup.
+        AttnInput {
+            mode: RopeMode::Neox,
+            shape: (64, 48, 8, 1),
+            ff: true,
+            ..base
+        },
+    ];
+    for a in specs {
+        out.push(attention_input_case(a, false));
+    }
+    out.push(attention_input_case(base, true));
+}
+
 /// Appends the fusion cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     norm_mul_cases(out);
@@ -456,4 +608,5 @@ pub(super) fn add(out: &mut Vec<Case>) {
     norm_product_cases(out);
     rope_pair_cases(out);
     kv_store_cases(out);
+    attention_input_cases(out);
 }
