@@ -339,10 +339,11 @@ fn kv_store(cv: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispa
 }
 
 /// The whole attention input anchored at the set_rows `cv`: the KV store of [`kv_parts`] whose
-/// ropes (of the same parameters, positions and frequency factors) rotate reshaped products q
-/// and k, and whose v is a product, of one activation (a q/k/v pattern), each read only there;
-/// with the norm × weight computing the activation when nothing else reads it. One mat-vec
-/// dispatch computes q, k and v, rotates q and k, and stores k and v into the caches.
+/// ropes (of the same parameters, positions and frequency factors, over heads of one size and
+/// the same tokens: the kernel pairs k's rows as q's) rotate reshaped products q and k, and
+/// whose v is a product, of one activation (a q/k/v pattern), each read only there; with the
+/// norm × weight computing the activation when nothing else reads it. One mat-vec dispatch
+/// computes q, k and v, rotates q and k, and stores k and v into the caches.
 fn attention_input(cv: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
     let g = cv.graph;
     let Some((rq, rk, ck)) = kv_parts(cv, uses)? else {
@@ -364,7 +365,12 @@ fn attention_input(cv: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Ve
     let (Some(q), Some(k)) = (reshaped(rq), reshaped(rk)) else {
         return Ok(None);
     };
-    let same = nq.op == nk.op && nq.src(1).ok() == nk.src(1).ok() && nq.opt_src(2) == nk.opt_src(2);
+    let (eq, ek) = (nq.layout.ne, nk.layout.ne);
+    let same = nq.op == nk.op
+        && nq.src(1).ok() == nk.src(1).ok()
+        && nq.opt_src(2) == nk.opt_src(2)
+        && eq[0] == ek[0]
+        && eq[2..] == ek[2..];
     if !same || !product(v) || read_before(g, &[q, k, v, rq, rk, ck], cv.id) {
         return Ok(None);
     }

@@ -464,17 +464,26 @@ struct AttnInput {
     yarn: bool,
 }
 
+/// A near miss of the attention-input pattern, planned as smaller fusions.
+#[derive(Clone, Copy, PartialEq)]
+enum AttnMiss {
+    None,
+    /// The k product is also an output, which keeps it a dispatch of its own.
+    KOutput,
+    /// k's heads are twice the size of q's (half as many): the ropes pair other elements.
+    KHeads,
+}
+
 /// A decoder block's attention input: `rms_norm(h) · g` (with `norm`), the q, k and v
 /// products, q and k reshaped to heads and roped at the step's positions, the rotated k (as
-/// rows) and v stored into K and V caches. `near_miss`: the k product is also an output, which
-/// keeps it a dispatch of its own.
-fn attention_input_case(a: AttnInput, near_miss: bool) -> Case {
-    let miss = if near_miss {
-        ", k product also an output (unfused)"
-    } else {
-        ""
+/// rows) and v stored into K and V caches; `miss` makes it a near miss.
+fn attention_input_case(a: AttnInput, miss: AttnMiss) -> Case {
+    let miss_desc = match miss {
+        AttnMiss::None => "",
+        AttnMiss::KOutput => ", k product also an output (unfused)",
+        AttnMiss::KHeads => ", k heads twice q's size (unfused)",
     };
-    let desc = format!("FUSED attention input {a:?}{miss}");
+    let desc = format!("FUSED attention input {a:?}{miss_desc}");
     let tol = f16_tol(a.cache, ROPE_NMSE);
     case("FUSED_ATTN_INPUT", desc, tol, move |g, rng| {
         let mut b = Built::default();
@@ -495,7 +504,10 @@ fn attention_input_case(a: AttnInput, near_miss: bool) -> Case {
             ys.push(g.mul_mat(w, x)?);
         }
         let q = g.reshape(ys[0], [hd, hq, n, 1])?;
-        let k = g.reshape(ys[1], [hd, hk, n, 1])?;
+        let k = match miss {
+            AttnMiss::KHeads => g.reshape(ys[1], [2 * hd, hk / 2, n, 1])?,
+            _ => g.reshape(ys[1], [hd, hk, n, 1])?,
+        };
         let pos = input(g, rng, &mut b, DType::I32, [n, 1, 1, 1], 0.0, 50.0)?;
         let idx = g.input("idx", a.idx, [n, 1, 1, 1])?;
         b.inputs
@@ -517,7 +529,7 @@ fn attention_input_case(a: AttnInput, near_miss: bool) -> Case {
         for t in [rq, ck, cv] {
             g.mark_output(t)?;
         }
-        if near_miss {
+        if miss == AttnMiss::KOutput {
             g.mark_output(ys[1])?;
         }
         Ok(b)
@@ -594,9 +606,10 @@ fn attention_input_cases(out: &mut Vec<Case>) {
         },
     ];
     for a in specs {
-        out.push(attention_input_case(a, false));
+        out.push(attention_input_case(a, AttnMiss::None));
     }
-    out.push(attention_input_case(base, true));
+    out.push(attention_input_case(base, AttnMiss::KOutput));
+    out.push(attention_input_case(base, AttnMiss::KHeads));
 }
 
 /// Appends the fusion cases.
