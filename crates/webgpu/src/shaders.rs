@@ -226,8 +226,8 @@ fn binding_name(k: usize, n: usize) -> String {
 
 /// Binding indices of a mat-vec's norm weight `g`, the rotation's positions `p`, frequency
 /// factors `ff` and cache rows `s`, QKV results `oq`, `ok` and result `d`: the sources (2, 3
-/// with ADD or GLU, 4 with QKV), then g with a norm prologue, then p, ff, s with a rotation,
-/// then the results.
+/// with ADD or GLU, 4 with QKV), then g with a norm prologue, then p, [ff], s with a rotation
+/// (ff only with frequency factors), then the results.
 pub(crate) struct VecSlots {
     pub g: usize,
     pub p: usize,
@@ -246,16 +246,21 @@ impl VecSlots {
             VecEpilogue::Qkv | VecEpilogue::QkvRope { .. } => 4,
         };
         let p = sources + usize::from(norm);
+        // Frequency factors are bound only when the rotation has them.
+        let ff = match epilogue {
+            VecEpilogue::QkvRope { freq_factors, .. } => usize::from(freq_factors),
+            _ => 0,
+        };
         let out = match epilogue {
-            VecEpilogue::QkvRope { .. } => p + 3,
+            VecEpilogue::QkvRope { .. } => p + 2 + ff,
             _ => p,
         };
         match epilogue {
             VecEpilogue::Qkv | VecEpilogue::QkvRope { .. } => VecSlots {
                 g: sources,
                 p,
-                ff: p + 1,
-                s: p + 2,
+                ff: p + ff,
+                s: p + 1 + ff,
                 oq: out,
                 ok: out + 1,
                 d: out + 2,

@@ -33,8 +33,8 @@
 //!   q/k/v pattern, v's product being the one stored, with or without the norm into the products
 //!   → `mul_mat_vec.wgsl` with QKV and ROPE, anchored at the v store: the products, the rotation
 //!   and the cache stores in one dispatch (every block of the plain decoders: two dispatches
-//!   become one). It takes over the q/k/v, rope pair and KV store fusions. Needs 10 storage
-//!   bindings per kernel, 11 with the norm.
+//!   become one). It takes over the q/k/v, rope pair and KV store fusions. Needs 9 storage
+//!   bindings per kernel, one more with the norm, one more with frequency factors.
 
 use wgllm_core::op::BinaryOp;
 use wgllm_core::{DType, Graph, Op, Result, TensorId};

@@ -34,14 +34,21 @@ const VEC_MIN_GROUPS: u64 = 1024;
 /// SmolLM2 shape (rows of 576 and 1,536 units: 128 lanes instead of 64) and from 641 to 765
 /// for Llama 3.2 1B (also 2 rows a workgroup instead of 4 for its 2,048 rows); the 8B's went
 /// from 217 to 215 (its 4,096 rows keep 4, its 1,024 k/v rows drop to 1).
-fn vec_shape(units: u64, m: u64, nc: u32, nw: u32) -> (u32, u32) {
-    let wg = match units {
+///
+/// The reduction holds one f32 per lane and sum (`nw` per row, plus `extra` of the norm
+/// prologue, per column) in [`VEC_RED_FLOATS`]: a shape that would not fit at `min_rpw` rows
+/// takes fewer lanes (wide rows with a norm and 5-8 columns).
+fn vec_shape(units: u64, m: u64, nc: u32, nw: u32, extra: u32, min_rpw: u32) -> (u32, u32) {
+    let fits = |wg: u32, rpw: u32| (nw * rpw + extra) * nc * wg <= VEC_RED_FLOATS;
+    let mut wg = match units {
         0..=256 => 128,
         _ => 256,
     };
-    let cap = (VEC_RED_FLOATS / wg / (nc * nw)).clamp(1, 4);
-    let mut rpw = 1;
-    while rpw * 2 <= cap && m / u64::from(rpw * 2) >= VEC_MIN_GROUPS {
+    while wg > 32 && !fits(wg, min_rpw) {
+        wg /= 2;
+    }
+    let mut rpw = min_rpw;
+    while rpw * 2 <= 4 && fits(wg, rpw * 2) && m / u64::from(rpw * 2) >= VEC_MIN_GROUPS {
         rpw *= 2;
     }
     (wg, rpw)
@@ -184,19 +191,26 @@ fn vec_key(
         VecEpilogue::Glu { .. } => 2,
         _ => 1,
     };
-    let (wg, mut rpw) = vec_shape(units, m, nc, nw);
+    // A rotated pair's two rows are reduced by one workgroup.
+    let min_rpw = match epilogue {
+        VecEpilogue::QkvRope { .. } => 2,
+        _ => 1,
+    };
+    let (wg, rpw) = vec_shape(units, m, nc, nw, u32::from(norm), min_rpw);
     let f = DType::F32;
     let mut dtypes = match epilogue {
         VecEpilogue::None => vec![a, f, f],
         VecEpilogue::Add => vec![a, f, f, f],
         VecEpilogue::Glu { .. } => vec![a, f, a, f],
         VecEpilogue::Qkv => vec![a, f, a, a, f, f, f],
-        VecEpilogue::QkvRope { .. } => {
-            // A rotated pair's two rows are reduced by one workgroup.
-            rpw = rpw.max(2);
-            // Positions, frequency factors, cache rows; q and the caches (both patched by
-            // `qkv_rope_key`).
-            vec![a, f, a, a, DType::I32, f, DType::I32, f, f, f]
+        VecEpilogue::QkvRope { freq_factors, .. } => {
+            // Positions, [frequency factors,] cache rows; q and the caches (the rows and
+            // caches patched by `qkv_rope_key`).
+            let mut d = vec![a, f, a, a, DType::I32, DType::I32, f, f, f];
+            if freq_factors {
+                d.insert(5, f);
+            }
+            d
         }
     };
     if norm {
@@ -380,7 +394,7 @@ fn qkv_rope_key(
 /// [`mul_mat_vec_qkv`] takes, q and k of one head size `hd` (reshaped `[hd, heads, n]` for the
 /// ropes), normal or neox pairs over an even `n_dims <= hd`, f32 or f16 caches of one dtype,
 /// rows of `hd` · k heads; `None` when they do not qualify or the device binds too few storage
-/// buffers per kernel (10, or 11 with the norm).
+/// buffers per kernel (9, one more with the norm, one more with frequency factors).
 pub(super) fn mul_mat_vec_qkv_rope(
     q: &Ctx,
     k: &Ctx,
@@ -399,7 +413,7 @@ pub(super) fn mul_mat_vec_qkv_rope(
     let plain = |o: &Operand| o.layout.ne[2] == 1 && o.layout.ne[3] == 1;
     let column = |o: &Operand| o.layout.ne == [n, 1, 1, 1];
     let cache = r.cache_k.dtype;
-    let bindings = 10 + usize::from(norm.is_some());
+    let bindings = 9 + usize::from(norm.is_some()) + usize::from(r.ff.is_some());
     let ok = matches!(r.p.mode, RopeMode::Normal | RopeMode::Neox)
         && rot.is_multiple_of(2)
         && rot <= hd
@@ -449,18 +463,9 @@ pub(super) fn mul_mat_vec_qkv_rope(
         op[9 + i] = w.to_bits();
     }
     let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
-    let mut operands = vec![
-        wq,
-        x,
-        wk,
-        wv,
-        r.pos,
-        r.ff.unwrap_or_else(|| Operand::absent(0)),
-        r.idx,
-        r.q_out,
-        r.cache_k,
-        r.cache_v,
-    ];
+    let mut operands = vec![wq, x, wk, wv, r.pos];
+    operands.extend(r.ff);
+    operands.extend([r.idx, r.q_out, r.cache_k, r.cache_v]);
     let epilogue = match key.kernel {
         Kernel::MulMatVec { epilogue, .. } => epilogue,
         _ => unreachable!("a mat-vec key"),
@@ -771,7 +776,7 @@ pub(super) mod tests {
     use wgllm_core::{DType, Graph};
 
     use crate::device::Capabilities;
-    use crate::shaders::Kernel;
+    use crate::shaders::{Kernel, VecEpilogue};
 
     /// A device with cooperative matrices (16 × 16 × 16, f16 × f16 + f32) enabled or not,
     /// subgroups of `sg` and `wg_bytes` of workgroup memory.
@@ -820,6 +825,36 @@ pub(super) mod tests {
         let mut d = super::super::plan_node(&g, r, caps).unwrap();
         assert_eq!(d.len(), 1);
         d.remove(0)
+    }
+
+    /// Every mat-vec pipeline's reduction fits WebGPU's default 16 KiB of workgroup memory
+    /// (a norm prologue's sum included), and a rotated q/k/v keeps its pairs together.
+    #[test]
+    fn mat_vec_reductions_fit_the_default_workgroup_memory() {
+        let mut seen = 0;
+        for key in super::keys() {
+            let Kernel::MulMatVec {
+                nc,
+                rpw,
+                epilogue,
+                norm,
+                ..
+            } = key.kernel
+            else {
+                continue;
+            };
+            let nw = match epilogue {
+                VecEpilogue::Glu { .. } => 2,
+                _ => 1,
+            };
+            let bytes = 4 * (nw * rpw + u32::from(norm)) * nc * key.wg;
+            assert!(bytes <= 16384, "{key:?}: {bytes} bytes of reduction");
+            if let VecEpilogue::QkvRope { .. } = epilogue {
+                assert!(rpw >= 2 && rpw % 2 == 0, "{key:?}");
+            }
+            seen += 1;
+        }
+        assert!(seen > 100, "only {seen} mat-vec keys");
     }
 
     #[test]

@@ -30,8 +30,8 @@
 //! - **Fusions** (`fuse.rs`): patterns planned as one dispatch (norm into the products, q/k/v,
 //!   gate/up, residual adds, the rope pair with the K/V cache stores, and the whole attention
 //!   input: q/k/v products rotated and stored by one mat-vec); the K/V store fusion needs 9
-//!   storage bindings and the attention input 10-11, so devices at WebGPU's default 8
-//!   (browsers) run the rope and stores unfused.
+//!   storage bindings and the attention input 9-11 (with the norm, with frequency factors), so
+//!   devices at WebGPU's default 8 (browsers) run the rope and stores unfused.
 
 mod attention;
 mod elementwise;
