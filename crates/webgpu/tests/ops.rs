@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use wgllm_core::op::UnaryOp;
-use wgllm_core::{Backend, DType, Error, Executable, Graph};
+use wgllm_core::{Backend, DType, Error, Executable, Graph, TensorId};
 use wgllm_cpu::CpuBackend;
 use wgllm_webgpu::testing::{cases, run_case, Outcome};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
@@ -187,6 +187,25 @@ fn without_shader_f16_the_f32_paths_run_and_f16_is_unsupported() {
     );
 }
 
+/// The tail of an attention input: `q` (8 heads of 16) and `k` (2) roped at one position, the
+/// rotated k and `v` (rows of 32) stored into f16 caches of 8 rows; returns the rotated k.
+fn rope_and_store(g: &mut Graph, q: TensorId, k: TensorId, v: TensorId) -> TensorId {
+    let pos = g.input("pos", DType::I32, [1, 1, 1, 1]).unwrap();
+    let idx = g.input("idx", DType::I64, [1, 1, 1, 1]).unwrap();
+    let ck = g.state("ck", DType::F16, [32, 8, 1, 1]).unwrap();
+    let cv = g.state("cv", DType::F16, [32, 8, 1, 1]).unwrap();
+    let p = wgllm_core::op::RopeParams::new(wgllm_core::op::RopeMode::Normal, 16);
+    let rq = g.rope(q, pos, None, p).unwrap();
+    let rk = g.rope(k, pos, None, p).unwrap();
+    let rows = g.reshape(rk, [32, 1, 1, 1]).unwrap();
+    let sk = g.set_rows(ck, rows, idx).unwrap();
+    let sv = g.set_rows(cv, v, idx).unwrap();
+    for t in [rq, sk, sv] {
+        g.mark_output(t).unwrap();
+    }
+    rk
+}
+
 /// The fusions of `ops/fuse.rs` really cut dispatches (the op cases check their values).
 #[test]
 fn fusions_plan_one_dispatch_per_pattern() {
@@ -304,19 +323,7 @@ fn fusions_plan_one_dispatch_per_pattern() {
         let q = g.input("q", DType::F32, [16, 8, 1, 1]).unwrap();
         let k = g.input("k", DType::F32, [16, 2, 1, 1]).unwrap();
         let v = g.input("v", DType::F32, [32, 1, 1, 1]).unwrap();
-        let pos = g.input("pos", DType::I32, [1, 1, 1, 1]).unwrap();
-        let idx = g.input("idx", DType::I64, [1, 1, 1, 1]).unwrap();
-        let ck = g.state("ck", DType::F16, [32, 8, 1, 1]).unwrap();
-        let cv = g.state("cv", DType::F16, [32, 8, 1, 1]).unwrap();
-        let p = wgllm_core::op::RopeParams::new(wgllm_core::op::RopeMode::Normal, 16);
-        let rq = g.rope(q, pos, None, p).unwrap();
-        let rk = g.rope(k, pos, None, p).unwrap();
-        let rows = g.reshape(rk, [32, 1, 1, 1]).unwrap();
-        let sk = g.set_rows(ck, rows, idx).unwrap();
-        let sv = g.set_rows(cv, v, idx).unwrap();
-        for t in [rq, sk, sv] {
-            g.mark_output(t).unwrap();
-        }
+        let rk = rope_and_store(&mut g, q, k, v);
         if k_output {
             g.mark_output(rk).unwrap();
         }
@@ -344,19 +351,7 @@ fn fusions_plan_one_dispatch_per_pattern() {
         }
         let q = g.reshape(ys[0], [16, 8, 1, 1]).unwrap();
         let k = g.reshape(ys[1], [16, 2, 1, 1]).unwrap();
-        let pos = g.input("pos", DType::I32, [1, 1, 1, 1]).unwrap();
-        let idx = g.input("idx", DType::I64, [1, 1, 1, 1]).unwrap();
-        let ck = g.state("ck", DType::F16, [32, 8, 1, 1]).unwrap();
-        let cv = g.state("cv", DType::F16, [32, 8, 1, 1]).unwrap();
-        let p = wgllm_core::op::RopeParams::new(wgllm_core::op::RopeMode::Normal, 16);
-        let rq = g.rope(q, pos, None, p).unwrap();
-        let rk = g.rope(k, pos, None, p).unwrap();
-        let rows = g.reshape(rk, [32, 1, 1, 1]).unwrap();
-        let sk = g.set_rows(ck, rows, idx).unwrap();
-        let sv = g.set_rows(cv, ys[2], idx).unwrap();
-        for t in [rq, sk, sv] {
-            g.mark_output(t).unwrap();
-        }
+        rope_and_store(&mut g, q, k, ys[2]);
         if k_output {
             g.mark_output(ys[1]).unwrap();
         }

@@ -23,16 +23,21 @@ fn session() -> (Session, GgufFile) {
 
 /// A session of `n_seq` sequences of 32 tokens on the tiny synthetic model.
 fn sequences(n_seq: usize) -> (Session, GgufFile) {
-    let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
-    // TINY's vocabulary is byte-level (with merges), so the tokenizer loads.
-    let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 3).unwrap_or_else(|e| panic!("{e}"));
-    let f = GgufFile::from_bytes(Bytes::from(bytes)).unwrap_or_else(|e| panic!("{e}"));
     let cfg = SessionConfig {
         n_ctx: 32,
         ubatch: 4,
         kv_dtype: DType::F16,
         all_logits: false,
     };
+    // TINY's vocabulary is byte-level (with merges), so the tokenizer loads.
+    build(&LlamaShape::TINY, cfg, n_seq)
+}
+
+/// A session of `n_seq` sequences under `cfg` on a synthetic model of `shape` (Q8_0).
+fn build(shape: &LlamaShape, cfg: SessionConfig, n_seq: usize) -> (Session, GgufFile) {
+    let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+    let bytes = llama_gguf(shape, DType::Q8_0, 3).unwrap_or_else(|e| panic!("{e}"));
+    let f = GgufFile::from_bytes(Bytes::from(bytes)).unwrap_or_else(|e| panic!("{e}"));
     (Session::with_sequences(&gpu, &f, cfg, n_seq).unwrap(), f)
 }
 
@@ -352,20 +357,17 @@ fn sampled_generation_leaves_only_its_tokens_and_uniforms() {
 
 /// A one-sequence session of 1,024 tokens on the tiny model (trained length raised to match).
 fn long_session() -> (Session, GgufFile) {
-    let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
     let shape = LlamaShape {
         n_ctx_train: 1024,
         ..LlamaShape::TINY
     };
-    let bytes = llama_gguf(&shape, DType::Q8_0, 3).unwrap_or_else(|e| panic!("{e}"));
-    let f = GgufFile::from_bytes(Bytes::from(bytes)).unwrap_or_else(|e| panic!("{e}"));
     let cfg = SessionConfig {
         n_ctx: 1024,
         ubatch: 64,
         kv_dtype: DType::F16,
         all_logits: false,
     };
-    (Session::new(&gpu, &f, cfg).unwrap(), f)
+    build(&shape, cfg, 1)
 }
 
 fn nmse(got: &[f32], want: &[f32]) -> f64 {

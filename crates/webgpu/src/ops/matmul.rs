@@ -318,36 +318,62 @@ pub(super) fn mul_mat_vec_qkv(
     v: &Ctx,
     norm: Option<&VecNorm>,
 ) -> Result<Option<Vec<Dispatch>>> {
+    qkv_dispatch(q, k, v, norm, None)
+}
+
+/// The q/k/v mat-vec dispatch, writing the three results, or with `rope` rotating q and k and
+/// storing k and v into the caches; `None` when the products do not qualify ([`qkv_cols`]).
+fn qkv_dispatch(
+    q: &Ctx,
+    k: &Ctx,
+    v: &Ctx,
+    norm: Option<&VecNorm>,
+    rope: Option<QkvRope>,
+) -> Result<Option<Vec<Dispatch>>> {
     let Some(nc) = qkv_cols(q, k, v, norm)? else {
         return Ok(None);
     };
-    let x = q.src(1)?;
-    let (wq, wk, wv) = (q.src(0)?, k.src(0)?, v.src(0)?);
-    let n = x.layout.ne[1];
+    let (wq, x, wk, wv) = (q.src(0)?, q.src(1)?, k.src(0)?, v.src(0)?);
     let (ea, eb) = (wq.layout.ne, x.layout.ne);
     let rows = [wq.layout.ne[1], wk.layout.ne[1], wv.layout.ne[1]];
-    let key = vec_key(
-        wq.dtype,
-        nc,
-        VecEpilogue::Qkv,
-        ea[0] / 32,
-        rows.iter().sum(),
-        (q.caps.subgroups, q.caps.int8_activations),
-        norm.is_some(),
-    );
+    let f = (q.caps.subgroups, q.caps.int8_activations);
+    let (units, m) = (ea[0] / 32, rows.iter().sum());
+    let key = match &rope {
+        None => vec_key(wq.dtype, nc, VecEpilogue::Qkv, units, m, f, norm.is_some()),
+        Some(r) => {
+            let kind = (r.p.mode == RopeMode::Neox, r.ff.is_some());
+            let stored = (kind, r.idx.dtype, r.cache_k.dtype);
+            qkv_rope_key(wq.dtype, nc, units, m, f, norm.is_some(), stored)
+        }
+    };
     let rpw = vec_rpw(&key);
     let mut op = product_words(q, ea, eb, rows[0], rows[1])?;
     op[6] = q.items(rows[2])?;
-    let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
-    let mut operands = vec![wq, x, wk, wv, q.out(), k.out(), v.out()];
-    if let Some(nm) = norm {
-        nm.apply(VecEpilogue::Qkv, &mut operands, &mut op);
+    let mut operands = vec![wq, x, wk, wv];
+    match rope {
+        None => operands.extend([q.out(), k.out(), v.out()]),
+        Some(r) => {
+            op[8] = q.items(u64::from(r.p.n_dims))?;
+            for (i, w) in super::nn::rope_angle_words(&r.p).into_iter().enumerate() {
+                op[9 + i] = w.to_bits();
+            }
+            operands.push(r.pos);
+            operands.extend(r.ff);
+            operands.extend([r.idx, r.q_out, r.cache_k, r.cache_v]);
+        }
     }
+    let Kernel::MulMatVec { epilogue, .. } = key.kernel else {
+        unreachable!("a mat-vec key")
+    };
+    if let Some(nm) = norm {
+        nm.apply(epilogue, &mut operands, &mut op);
+    }
+    let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
     Ok(Some(vec![Dispatch {
         key,
         operands,
         op_words: op,
-        items: q.items(rows.iter().sum::<u64>() * n)?,
+        items: q.items(m * eb[1])?,
         groups: q.grid(groups, 1)?,
     }]))
 }
@@ -402,9 +428,6 @@ pub(super) fn mul_mat_vec_qkv_rope(
     norm: Option<&VecNorm>,
     r: QkvRope,
 ) -> Result<Option<Vec<Dispatch>>> {
-    let Some(nc) = qkv_cols(q, k, v, norm)? else {
-        return Ok(None);
-    };
     let (wq, x, wk, wv) = (q.src(0)?, q.src(1)?, k.src(0)?, v.src(0)?);
     let n = x.layout.ne[1];
     let hd = r.q_out.layout.ne[0];
@@ -441,45 +464,7 @@ pub(super) fn mul_mat_vec_qkv_rope(
     if !ok {
         return Ok(None);
     }
-    let ea = wq.layout.ne;
-    let key = qkv_rope_key(
-        wq.dtype,
-        nc,
-        ea[0] / 32,
-        rows.iter().sum(),
-        (q.caps.subgroups, q.caps.int8_activations),
-        norm.is_some(),
-        (
-            (r.p.mode == RopeMode::Neox, r.ff.is_some()),
-            r.idx.dtype,
-            cache,
-        ),
-    );
-    let rpw = vec_rpw(&key);
-    let mut op = product_words(q, ea, x.layout.ne, rows[0], rows[1])?;
-    op[6] = q.items(rows[2])?;
-    op[8] = q.items(rot)?;
-    for (i, w) in super::nn::rope_angle_words(&r.p).into_iter().enumerate() {
-        op[9 + i] = w.to_bits();
-    }
-    let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
-    let mut operands = vec![wq, x, wk, wv, r.pos];
-    operands.extend(r.ff);
-    operands.extend([r.idx, r.q_out, r.cache_k, r.cache_v]);
-    let epilogue = match key.kernel {
-        Kernel::MulMatVec { epilogue, .. } => epilogue,
-        _ => unreachable!("a mat-vec key"),
-    };
-    if let Some(nm) = norm {
-        nm.apply(epilogue, &mut operands, &mut op);
-    }
-    Ok(Some(vec![Dispatch {
-        key,
-        operands,
-        op_words: op,
-        items: q.items(rows.iter().sum::<u64>() * n)?,
-        groups: q.grid(groups, 1)?,
-    }]))
+    qkv_dispatch(q, k, v, norm, Some(r))
 }
 
 /// The mul_mat nodes `gate` and `up` (their contexts; same activation, same weight shape and
