@@ -331,7 +331,11 @@ impl<'a> Builder<'a> {
     /// head: each row's argmax and top-k ids with their logits, so a session reads back a few
     /// bytes per row instead of `n_vocab` logits.
     pub fn finish(mut self, x: TensorId, tok_embd: TensorId) -> Result<StepGraph, ModelError> {
-        let x = self.g.get_rows(x, self.out_rows)?;
+        // A one-token step's only row is its output row: nothing to select.
+        let x = match self.s.n_tokens {
+            1 => x,
+            _ => self.g.get_rows(x, self.out_rows)?,
+        };
         let x = self.norm(x, "output_norm.weight")?;
         let out_w = if self.hp.tied_output {
             tok_embd
@@ -341,12 +345,16 @@ impl<'a> Builder<'a> {
         let logits = self.g.mul_mat(out_w, x)?;
         self.g.set_name(logits, "logits");
         self.g.mark_output(logits)?;
-        let argmax = self.g.argmax(logits)?;
-        self.g.mark_output(argmax)?;
         let n_out = u64::from(self.s.n_outputs);
         let k = GPU_TOP_K.min(self.hp.n_vocab as usize) as u32;
         let top_ids = self.g.top_k(logits, k)?;
         self.g.mark_output(top_ids)?;
+        // Each row's argmax is its first candidate (largest first, ties to the lower id).
+        let row = 4 * u64::from(k);
+        let argmax = self
+            .g
+            .view(top_ids, [1, n_out, 1, 1], [4, row, row * n_out, row * n_out], 0)?;
+        self.g.mark_output(argmax)?;
         // One logit per row of the table: row `id` of matrix `r` is logit `id` of output `r`.
         let flat = self.g.reshape(logits, [1, self.hp.n_vocab, n_out, 1])?;
         let top_vals = self.g.get_rows(flat, top_ids)?;

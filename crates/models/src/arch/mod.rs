@@ -49,7 +49,8 @@ pub struct StepGraph {
     pub out_rows: TensorId,
     /// F32 `[n_vocab, n_outputs]` logits.
     pub logits: TensorId,
-    /// I32 `[n_outputs]`: the first index of each row's largest logit.
+    /// I32 `[1, n_outputs]`: the first index of each row's largest logit (a view of the first
+    /// of `top_ids`).
     pub argmax: TensorId,
     /// I32 `[k, n_outputs]`: the ids of each row's `k = min(GPU_TOP_K, n_vocab)` largest logits,
     /// largest first, ties to the lower id.
