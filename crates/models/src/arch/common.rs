@@ -351,9 +351,12 @@ impl<'a> Builder<'a> {
         self.g.mark_output(top_ids)?;
         // Each row's argmax is its first candidate (largest first, ties to the lower id).
         let row = 4 * u64::from(k);
-        let argmax = self
-            .g
-            .view(top_ids, [1, n_out, 1, 1], [4, row, row * n_out, row * n_out], 0)?;
+        let argmax = self.g.view(
+            top_ids,
+            [1, n_out, 1, 1],
+            [4, row, row * n_out, row * n_out],
+            0,
+        )?;
         self.g.mark_output(argmax)?;
         // One logit per row of the table: row `id` of matrix `r` is logit `id` of output `r`.
         let flat = self.g.reshape(logits, [1, self.hp.n_vocab, n_out, 1])?;
