@@ -9,12 +9,15 @@
 //! run can carry tokens of different sequences: a decode step of every active sequence, plus a
 //! chunk of a new sequence's prompt (continuous batching, see [`Session::step`]).
 //!
-//! A session of one sequence also compiles its one-token graph for narrower spans of the cache:
-//! [`SPAN_MIN`] keys, four times that, … up to `n_ctx` ([`StepShape::n_kv`]). A decode step runs
-//! the narrowest that holds every written row, so early in a long context its attention walks
-//! the rows written so far, without the split and combine a long cache needs (llama.cpp attends
-//! only its cache's used cells). The step that crosses into a wider span runs another compiled
-//! graph, which cannot be fed its token on the device: [`Session::can_feed`].
+//! A session also compiles its one-token graph for windows of the cache: each sequence's first
+//! [`SPAN_MIN`] rows, four times that, … and (with several sequences, up to
+//! [`WINDOWED_SEQS`]) its whole `n_ctx` ([`StepShape::kv_first`], [`StepShape::n_kv`]). A decode
+//! step runs the narrowest window that holds every row its sequence has written, so early in a
+//! long context its attention walks the rows written so far, without the split and combine a
+//! long cache needs, and a lone request of a server's several slots walks only its own rows
+//! (llama.cpp attends only its cache's used cells). The step that crosses into a wider window
+//! runs another compiled graph, which cannot be fed its token on the device:
+//! [`Session::can_feed`].
 //!
 //! The tokens of a step are cut into runs of the compiled sizes. With one sequence a run is the
 //! largest size that fits (so single-sequence results do not depend on this module's batching
@@ -50,9 +53,13 @@ use crate::error::ModelError;
 
 pub use crate::arch::GPU_TOP_K;
 
-/// The narrowest span of the cache a one-sequence session's decode graph attends; each wider one
-/// is four times the last, up to `n_ctx`.
+/// The narrowest window of a sequence's cache rows a decode graph attends; each wider one is four
+/// times the last, up to `n_ctx`.
 pub const SPAN_MIN: usize = 256;
+
+/// Sessions of at most this many sequences compile decode windows for each (a graph per window
+/// and sequence); more sequences decode over the whole cache.
+pub const WINDOWED_SEQS: usize = 16;
 
 /// How a session is set up.
 #[derive(Clone, Copy, Debug)]
@@ -136,8 +143,8 @@ struct Tok {
 /// A model ready to evaluate tokens.
 pub struct Session {
     arch: Architecture,
-    /// The compiled sizes over the whole cache, largest first; then (one sequence) the one-token
-    /// step over narrower spans, narrowest first.
+    /// The compiled sizes over the whole cache, largest first; then the one-token step over
+    /// windows of each sequence's rows.
     steps: Vec<Step>,
     /// Tokens in the cache, per sequence.
     lens: Vec<usize>,
@@ -220,21 +227,32 @@ impl Session {
             sizes.push(s);
             s *= 2;
         }
-        // Narrower spans only help one sequence: another's rows start past n_ctx.
+        // (tokens, first row, rows) of each graph: the sizes over the whole cache, then the
+        // one-token windows of each sequence (narrower than the whole cache).
+        let mut shapes: Vec<(usize, usize, usize)> =
+            sizes.iter().rev().map(|&n| (n, 0, n_kv)).collect();
         let mut spans = vec![];
         let mut span = SPAN_MIN;
-        while n_seq == 1 && span < n_kv {
+        while span < cfg.n_ctx {
             spans.push(span);
             span *= 4;
         }
-        let shapes = sizes.iter().rev().map(|&n| (n, n_kv));
+        if n_seq > 1 {
+            spans.push(cfg.n_ctx);
+        }
+        if n_seq <= WINDOWED_SEQS {
+            for seq in 0..n_seq {
+                shapes.extend(spans.iter().map(|&span| (1, seq * cfg.n_ctx, span)));
+            }
+        }
         let graphs = shapes
-            .chain(spans.iter().map(|&span| (1, span)))
-            .map(|(n, span)| {
+            .into_iter()
+            .map(|(n, first, rows)| {
                 let shape = StepShape {
                     n_tokens: n as u32,
                     n_ctx: n_kv as u32,
-                    n_kv: span as u32,
+                    kv_first: first as u32,
+                    n_kv: rows as u32,
                     n_outputs: if cfg.all_logits { n } else { n.min(n_seq) } as u32,
                     kv_dtype: cfg.kv_dtype,
                 };
@@ -484,12 +502,13 @@ impl Session {
         }
     }
 
-    /// The step of step `i`'s size over the narrowest span that holds every cache row `run`
-    /// writes.
+    /// The step of step `i`'s size over the narrowest window that holds every cache row the
+    /// tokens of `run` see or write (their sequences' rows up to their positions).
     fn narrowest(&self, i: usize, run: &[Tok]) -> usize {
         let n = self.steps[i].graph.shape.n_tokens;
         let n_ctx = self.cfg.n_ctx;
-        let need = run
+        let lo = run.iter().map(|t| t.seq * n_ctx).min().unwrap_or(0);
+        let hi = run
             .iter()
             .map(|t| t.seq * n_ctx + t.pos + 1)
             .max()
@@ -497,7 +516,10 @@ impl Session {
         self.steps
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.graph.shape.n_tokens == n && s.graph.shape.n_kv as usize >= need)
+            .filter(|(_, s)| {
+                let (first, rows) = (s.graph.shape.kv_first as usize, s.graph.shape.n_kv as usize);
+                s.graph.shape.n_tokens == n && first <= lo && first + rows >= hi
+            })
             .min_by_key(|(_, s)| s.graph.shape.n_kv)
             .map_or(i, |(j, _)| j)
     }
@@ -507,7 +529,7 @@ impl Session {
         let full = self
             .steps
             .iter()
-            .rposition(|s| s.graph.shape.n_kv == self.steps[0].graph.shape.n_kv)
+            .position(|s| s.graph.shape.n_tokens == 1)
             .expect("the one-token step over the whole cache is compiled");
         let tok = Tok {
             token: 0,
@@ -522,7 +544,7 @@ impl Session {
     /// Whether a decode step of sequence `seq` queued now can take its token from the decode
     /// step queued just before ([`NextToken::Argmax`], [`NextToken::Sampled`]): that step was
     /// of this sequence, its cache is as that step left it, and this step runs the same compiled
-    /// graph (the first step past a span boundary runs a wider one: its token comes from the
+    /// graph (the first step past a window's end runs a wider one: its token comes from the
     /// host, [`NextToken::Id`]).
     pub fn can_feed(&self, seq: usize) -> bool {
         self.last_run == Some((self.decode_step(seq), seq))
@@ -632,7 +654,7 @@ impl Session {
         let (n_seq, n_ctx) = (self.n_seq(), self.cfg.n_ctx);
         let g = &self.steps[i].graph;
         let n = g.shape.n_tokens as usize;
-        let n_kv = g.shape.n_kv as usize;
+        let kv = (g.shape.kv_first as usize, g.shape.n_kv as usize);
         let scratch = n_seq * n_ctx;
         let pad = Tok {
             token: 0,
@@ -661,7 +683,7 @@ impl Session {
             .iter()
             .flat_map(|t| (row_of(t) as i64).to_le_bytes())
             .collect();
-        let mask = mask_bytes(&toks, n_seq, n_ctx, n_kv, None);
+        let mask = mask_bytes(&toks, n_seq, n_ctx, kv, None);
         let n_out = g.shape.n_outputs as usize;
         let outs: Vec<usize> = (0..run.len()).filter(|&j| run[j].out).collect();
         if outs.len() > n_out {
@@ -696,7 +718,7 @@ impl Session {
         if let Some(swa) = g.mask_swa {
             inputs.push((
                 swa.mask,
-                mask_bytes(&toks, n_seq, n_ctx, n_kv, Some(swa.window)),
+                mask_bytes(&toks, n_seq, n_ctx, kv, Some(swa.window)),
             ));
         }
         Ok(Prepared {
@@ -819,14 +841,15 @@ fn f32s(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// The F32 `[n_kv, toks.len()]` mask: 0 where the key is visible, -inf elsewhere. A token of
-/// sequence `s` at position `p` sees rows `s·n_ctx + j` for `j <= p`, and with a `window` only
-/// those with `p - window < j`; a padding token (`seq == n_seq`) sees only the scratch row.
+/// The F32 `[n_kv, toks.len()]` mask over the `n_kv` cache rows from `first` (`kv`): 0 where
+/// the key is visible, -inf elsewhere. A token of sequence `s` at position `p` sees rows
+/// `s·n_ctx + j` for `j <= p`, and with a `window` only those with `p - window < j`; a padding
+/// token (`seq == n_seq`) sees only the scratch row.
 fn mask_bytes(
     toks: &[Tok],
     n_seq: usize,
     n_ctx: usize,
-    n_kv: usize,
+    (first, n_kv): (usize, usize),
     window: Option<u32>,
 ) -> Vec<u8> {
     let hidden = f32::NEG_INFINITY.to_le_bytes();
@@ -835,12 +858,13 @@ fn mask_bytes(
         let (lo, hi) = if t.seq == n_seq {
             (n_seq * n_ctx, n_seq * n_ctx + 1)
         } else {
-            let first = window.map_or(0, |w| (t.pos + 1).saturating_sub(w as usize));
-            (t.seq * n_ctx + first, t.seq * n_ctx + t.pos + 1)
+            let from = window.map_or(0, |w| (t.pos + 1).saturating_sub(w as usize));
+            (t.seq * n_ctx + from, t.seq * n_ctx + t.pos + 1)
         };
         let row = mask.len();
         mask.resize(row + n_kv * 4, 0);
         for (j, v) in mask[row..].chunks_exact_mut(4).enumerate() {
+            let j = first + j;
             if j < lo || j >= hi {
                 v.copy_from_slice(&hidden);
             }

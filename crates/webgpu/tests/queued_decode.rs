@@ -458,3 +458,52 @@ fn decode_steps_attend_the_narrowest_span_that_holds_the_cache() {
     let row = s.step(&chunk(&[want[11]]), Readback::Argmax).unwrap();
     assert_eq!(row[0].argmax, want[12]);
 }
+
+/// In a session of two sequences, sequence 1's one-token decode steps (`queue_decode`, as a
+/// server's lone request runs) attend only its own rows (a window from row `n_ctx`) and give
+/// the logits of a run over the whole cache, with sequence 0 holding tokens of its own.
+#[test]
+fn another_sequences_decode_steps_attend_only_its_rows() {
+    let shape = LlamaShape {
+        n_ctx_train: 1024,
+        ..LlamaShape::TINY
+    };
+    let cfg = SessionConfig {
+        n_ctx: 512,
+        ubatch: 64,
+        kv_dtype: DType::F16,
+        all_logits: false,
+    };
+    let (mut s, _f) = build(&shape, cfg, 2);
+    let tokens = |n: u32, k: u32| -> Vec<u32> { (0..n).map(|i| (i * k + 5) % 300).collect() };
+    let logits = |s: &mut Session, seq: usize, tokens: &[u32]| {
+        let chunk = SeqChunk {
+            seq,
+            tokens,
+            output: true,
+        };
+        let row = s.step(&[chunk], Readback::Logits).unwrap().remove(0);
+        row.logits.unwrap()
+    };
+    logits(&mut s, 0, &tokens(100, 13));
+    logits(&mut s, 1, &tokens(250, 37));
+    // Positions 250 and 251 in one-token steps (a window of 256 rows from row 512; a batched
+    // step of one token would run padded over the whole cache), then both in a two-token run
+    // over the whole cache.
+    let q = s
+        .queue_decode(1, NextToken::Id(7), Readback::Argmax, None)
+        .unwrap();
+    s.finish_decode(q).unwrap();
+    let q = s
+        .queue_decode(1, NextToken::Id(9), Readback::Logits, None)
+        .unwrap();
+    let narrow = s.finish_decode(q).unwrap().logits.unwrap();
+    s.truncate_seq(1, 250);
+    let full = logits(&mut s, 1, &[7, 9]);
+    let e = nmse(&narrow, &full);
+    assert!(
+        e < 1e-6,
+        "sequence 1's window against the whole cache: nmse {e}"
+    );
+    assert_eq!(s.seq_len(0), 100);
+}

@@ -188,10 +188,10 @@ impl<'a> Builder<'a> {
     ) -> Result<Builder<'a>, ModelError> {
         let mut g = Graph::new();
         let n = u64::from(s.n_tokens);
-        if s.n_kv == 0 || s.n_kv > s.n_ctx {
+        if s.n_kv == 0 || u64::from(s.kv_first) + u64::from(s.n_kv) > u64::from(s.n_ctx) {
             return Err(ModelError::BadSession(format!(
-                "a step attending {} of {} cache rows",
-                s.n_kv, s.n_ctx
+                "a step attending {} cache rows from row {} of {}",
+                s.n_kv, s.kv_first, s.n_ctx
             )));
         }
         let n_kv = u64::from(s.n_kv);
@@ -271,7 +271,7 @@ impl<'a> Builder<'a> {
     /// Self-attention of layer `il` over the normed input `h` `[n_embd, n]`, through the output
     /// projection. This step's K/V rows are written into the `State` caches `cache_k.{il}` /
     /// `cache_v.{il}` (`[head_dim·n_head_kv, n_ctx]`) at `kv_slots`, then the queries attend over
-    /// the cache's first `n_kv` rows under `mask`.
+    /// the cache's `n_kv` rows from `kv_first` under `mask`.
     pub fn attention(
         &mut self,
         il: u32,
@@ -308,8 +308,9 @@ impl<'a> Builder<'a> {
         let cv = self.g.set_rows(cache_v, v, self.kv_slots)?;
         let row = self.kv_row_bytes;
         let nb = [dt.type_size() as u64, row, row / nkv, row * ctx];
-        let kview = self.g.view(ck, [hd, n_kv, nkv, 1], nb, 0)?;
-        let vview = self.g.view(cv, [hd, n_kv, nkv, 1], nb, 0)?;
+        let first = u64::from(self.s.kv_first) * row;
+        let kview = self.g.view(ck, [hd, n_kv, nkv, 1], nb, first)?;
+        let vview = self.g.view(cv, [hd, n_kv, nkv, 1], nb, first)?;
         let qp = self.g.permute(q, [0, 2, 1, 3])?;
         let att = self
             .g

@@ -21,9 +21,10 @@ pub struct StepShape {
     pub n_tokens: u32,
     /// KV cache capacity in tokens.
     pub n_ctx: u32,
-    /// Cache rows the queries attend: the first `n_kv` of the `n_ctx` (at most `n_ctx`). A
+    /// Cache rows the queries attend: `n_kv` rows from row `kv_first` (within `n_ctx`). A
     /// decode step early in a long context attends only the rows written so far, as llama.cpp
-    /// attends its cache's used cells.
+    /// attends its cache's used cells; one of several sequences attends only its own rows.
+    pub kv_first: u32,
     pub n_kv: u32,
     /// Rows of logits produced (which token rows: the `out_rows` input), at most `n_tokens`.
     pub n_outputs: u32,
@@ -41,7 +42,7 @@ pub struct StepGraph {
     pub positions: TensorId,
     /// I64 `[n_tokens]` KV cache rows the tokens are written to.
     pub kv_slots: TensorId,
-    /// F32 `[n_kv, n_tokens]` causal attention mask (0 or -inf).
+    /// F32 `[n_kv, n_tokens]` causal attention mask (0 or -inf) over the attended rows.
     pub mask: TensorId,
     /// The mask of the sliding-window layers, for models that have them.
     pub mask_swa: Option<SwaMask>,
