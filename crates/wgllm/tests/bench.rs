@@ -219,3 +219,17 @@ fn depth_rows_start_after_cached_tokens() {
     assert_eq!(num(&results[1], "bytes_per_token"), w + 2.5 * kv);
     assert_eq!(num(&results[3], "bytes_per_token"), w + 18.5 * kv);
 }
+
+/// tg across the end of a decode window (the one-token graph over the first 256 cache rows)
+/// takes that step's token from the host (`Session::can_feed`) instead of failing the test, in
+/// greedy and in sampled decoding.
+#[test]
+fn tg_crosses_a_decode_window() {
+    let m = Model::new("window");
+    for sample in ["", "--sample"] {
+        let args = format!("-p 0 -n 4 -d 254 -r 1 -o json --backend cpu {sample}");
+        let v: Value = serde_json::from_str(&ok(bench(&m, &args))).unwrap();
+        assert_eq!(num(&v, "n_ctx"), 258.0, "{args}");
+        assert_eq!(v["results"][0]["test"], "tg4 @ d254", "{args}");
+    }
+}

@@ -5,9 +5,10 @@
 //!   chunks of at most `--ubatch`).
 //! - `tg N`: from an empty cache, N one-token steps of greedy decoding as `wgllm run` decodes:
 //!   the first token random, each next one the last step's argmax, fed on the device, with one
-//!   step queued ahead of the one being read (`Session::queue_decode`). llama-bench's `tg` waits
-//!   for every step instead; `--profile` reports such a waited-for step. tg does not depend on
-//!   `--ubatch`, so it runs once, with the first ubatch of the sweep. With `--sample`, tg
+//!   step queued ahead of the one being read (`Session::queue_decode`; the first step past a
+//!   decode window's end takes its token from the host, `Session::can_feed`). llama-bench's
+//!   `tg` waits for every step instead; `--profile` reports such a waited-for step. tg does not
+//!   depend on `--ubatch`, so it runs once, with the first ubatch of the sweep. With `--sample`, tg
 //!   samples as `wgllm run` does by default (llama.cpp's chain: temperature 0.8, top-k 40,
 //!   top-p 0.95, min-p 0.05, seeded with `--seed`): each token drawn on the device from the
 //!   step's top-K candidates and fed to the next step there, one step queued ahead.
@@ -304,9 +305,16 @@ fn time_test(
             };
             let mut q = s.queue_decode(0, NextToken::Id(ids[0]), Readback::Argmax, draw())?;
             for _ in 1..n {
-                let ahead = s.queue_decode(0, feed, Readback::Argmax, draw())?;
-                s.finish_decode(q)?;
-                q = ahead;
+                q = if s.can_feed(0) {
+                    let ahead = s.queue_decode(0, feed, Readback::Argmax, draw())?;
+                    s.finish_decode(q)?;
+                    ahead
+                } else {
+                    // The first step past a decode window's end takes its token from the host.
+                    let row = s.finish_decode(q)?;
+                    let id = row.sampled.unwrap_or(row.argmax);
+                    s.queue_decode(0, NextToken::Id(id), Readback::Argmax, draw())?
+                };
             }
             s.finish_decode(q)?;
         }
