@@ -51,7 +51,7 @@ pub struct StepGraph {
     /// F32 `[n_vocab, n_outputs]` logits.
     pub logits: TensorId,
     /// I32 `[1, n_outputs]`: the first index of each row's largest logit (a view of the first
-    /// of `top_ids`).
+    /// of `top_ids`, so a NaN logit, which top-k ranks above every number, is taken here too).
     pub argmax: TensorId,
     /// I32 `[k, n_outputs]`: the ids of each row's `k = min(GPU_TOP_K, n_vocab)` largest logits,
     /// largest first, ties to the lower id.
