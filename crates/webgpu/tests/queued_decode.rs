@@ -355,19 +355,20 @@ fn sampled_generation_leaves_only_its_tokens_and_uniforms() {
     assert_eq!(drawn(&row[0]), want[n]);
 }
 
-/// A one-sequence session of 1,024 tokens on the tiny model (trained length raised to match).
-fn long_session() -> (Session, GgufFile) {
+/// A session of `n_seq` sequences of `n_ctx` tokens (chunks of 64) on the tiny model, its
+/// trained length raised to 1,024.
+fn long_session(n_ctx: usize, n_seq: usize) -> (Session, GgufFile) {
     let shape = LlamaShape {
         n_ctx_train: 1024,
         ..LlamaShape::TINY
     };
     let cfg = SessionConfig {
-        n_ctx: 1024,
+        n_ctx,
         ubatch: 64,
         kv_dtype: DType::F16,
         all_logits: false,
     };
-    build(&shape, cfg, 1)
+    build(&shape, cfg, n_seq)
 }
 
 fn nmse(got: &[f32], want: &[f32]) -> f64 {
@@ -388,7 +389,7 @@ fn nmse(got: &[f32], want: &[f32]) -> f64 {
 #[test]
 fn decode_steps_attend_the_narrowest_span_that_holds_the_cache() {
     assert_eq!(wgllm_models::session::SPAN_MIN, 256);
-    let (mut s, f) = long_session();
+    let (mut s, f) = long_session(1024, 1);
     let prompt: Vec<u32> = (0..250u32).map(|i| (i * 37 + 11) % 300).collect();
 
     // Position 251 over 256 rows (a one-token run) against the two-token run over all 1,024.
@@ -464,17 +465,7 @@ fn decode_steps_attend_the_narrowest_span_that_holds_the_cache() {
 /// the logits of a run over the whole cache, with sequence 0 holding tokens of its own.
 #[test]
 fn another_sequences_decode_steps_attend_only_its_rows() {
-    let shape = LlamaShape {
-        n_ctx_train: 1024,
-        ..LlamaShape::TINY
-    };
-    let cfg = SessionConfig {
-        n_ctx: 512,
-        ubatch: 64,
-        kv_dtype: DType::F16,
-        all_logits: false,
-    };
-    let (mut s, _f) = build(&shape, cfg, 2);
+    let (mut s, _f) = long_session(512, 2);
     let tokens = |n: u32, k: u32| -> Vec<u32> { (0..n).map(|i| (i * k + 5) % 300).collect() };
     let logits = |s: &mut Session, seq: usize, tokens: &[u32]| {
         let chunk = SeqChunk {
