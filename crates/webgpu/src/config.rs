@@ -55,11 +55,8 @@ pub struct WebGpuConfig {
     /// the device behave like one without it (browsers, whose WGSL needs an `enable` naga does
     /// not accept yet): the workgroup-memory reductions run instead.
     pub subgroups: bool,
-    /// Decode products (mat-vec) with quantized weights round their activations to int8 per 8
-    /// values and use integer dot products (`dot4I8Packed`): fewer instructions per weight,
-    /// ~1e-5 NMSE against f32 activations (ggml's CPU and CUDA backends round them to q8 too).
-    /// Off by default: the f32 path matches the reference implementation token for token.
-    pub int8_activations: bool,
+    /// Which decode products (mat-vecs) with quantized weights round their activations to int8.
+    pub int8_activations: Int8Activations,
 }
 
 impl Default for WebGpuConfig {
@@ -73,7 +70,30 @@ impl Default for WebGpuConfig {
             max_binding_bytes: None,
             shader_f16: true,
             subgroups: true,
-            int8_activations: false,
+            int8_activations: Int8Activations::Large,
         }
     }
 }
+
+/// Which decode products (mat-vecs) with integer-quantized weights round their activations to
+/// int8 per unit of 32 values (one more dispatch, `quant_act.wgsl`) and multiply with integer
+/// dot products (`dot4I8Packed`): far fewer instructions per weight than decoding floats, so the
+/// product reads its weights at a larger share of the memory bandwidth; ~1e-5 NMSE against f32
+/// activations, the rounding ggml's CPU and CUDA backends apply to the same products (q8_0,
+/// q8_1), and greedy output can differ from f32's where two tokens nearly tie.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Int8Activations {
+    /// Never: f32 activations everywhere, the reference backend's arithmetic.
+    Off,
+    /// Products whose weights hold at least [`INT8_MIN_WEIGHT_BYTES`], where the faster
+    /// product more than pays for the extra dispatch (the 1B and 8B Llamas' layers, large
+    /// output heads; not SmolLM2-135M's layers).
+    #[default]
+    Large,
+    /// Every product with integer-quantized weights (the op tests take this path).
+    All,
+}
+
+/// The weight bytes from which [`Int8Activations::Large`] rounds a product's activations: the
+/// extra dispatch costs a few microseconds, what the int8 product saves on ~4 MB of q4_0.
+pub const INT8_MIN_WEIGHT_BYTES: u64 = 4 << 20;

@@ -65,7 +65,7 @@ pub struct Capabilities {
     /// The limits the device was created with (the adapter's own).
     pub limits: wgpu::Limits,
     /// [`WebGpuConfig::int8_activations`].
-    pub int8_activations: bool,
+    pub int8_activations: crate::Int8Activations,
     /// Largest storage binding the planner uses: `limits.max_storage_buffer_binding_size`, or
     /// [`WebGpuConfig::max_binding_bytes`] when that is lower.
     pub binding_limit: u64,

@@ -40,7 +40,9 @@ use wgllm_core::backend::check_shared_states;
 use wgllm_core::{Backend, Executable, Graph, Result, TensorId};
 
 pub use buffer::MemoryReport;
-pub use config::{AdapterSelector, ShaderChecks, WebGpuConfig};
+pub use config::{
+    AdapterSelector, Int8Activations, ShaderChecks, WebGpuConfig, INT8_MIN_WEIGHT_BYTES,
+};
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::list_adapters;
 pub use device::{list_adapters_async, AdapterSummary, Capabilities};

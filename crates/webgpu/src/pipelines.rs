@@ -26,8 +26,9 @@ pub(crate) struct Window<'a> {
 /// The pipeline cache of one device.
 #[derive(Default)]
 pub(crate) struct Pipelines {
-    /// Bind-group layout per number of storage bindings.
-    layouts: Mutex<HashMap<usize, (wgpu::BindGroupLayout, wgpu::PipelineLayout)>>,
+    /// Bind-group layout per number of storage bindings and read-only mask
+    /// ([`shaders::read_only`]).
+    layouts: Mutex<HashMap<(usize, u32), (wgpu::BindGroupLayout, wgpu::PipelineLayout)>>,
     pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
 }
 
@@ -38,9 +39,14 @@ fn poisoned<T>(_: T) -> Error {
 }
 
 impl Pipelines {
-    fn layout(&self, gpu: &Gpu, n: usize) -> Result<(wgpu::BindGroupLayout, wgpu::PipelineLayout)> {
+    fn layout(
+        &self,
+        gpu: &Gpu,
+        n: usize,
+        read_only: u32,
+    ) -> Result<(wgpu::BindGroupLayout, wgpu::PipelineLayout)> {
         let mut layouts = self.layouts.lock().map_err(poisoned)?;
-        if let Some(l) = layouts.get(&n) {
+        if let Some(l) = layouts.get(&(n, read_only)) {
             return Ok(l.clone());
         }
         let mut entries = vec![wgpu::BindGroupLayoutEntry {
@@ -57,7 +63,9 @@ impl Pipelines {
             binding,
             visibility: wgpu::ShaderStages::COMPUTE,
             ty: wgpu::BindingType::Buffer {
-                ty: wgpu::BufferBindingType::Storage { read_only: false },
+                ty: wgpu::BufferBindingType::Storage {
+                    read_only: read_only & (1 << (binding - 1)) != 0,
+                },
                 has_dynamic_offset: false,
                 min_binding_size: None,
             },
@@ -79,7 +87,7 @@ impl Pipelines {
                 });
             (bgl, pl)
         })?;
-        layouts.insert(n, made.clone());
+        layouts.insert((n, read_only), made.clone());
         Ok(made)
     }
 
@@ -90,7 +98,7 @@ impl Pipelines {
         key: &PipelineKey,
         checks: ShaderChecks,
     ) -> Result<(wgpu::ComputePipeline, wgpu::BindGroupLayout)> {
-        let (bgl, pl) = self.layout(gpu, key.dtypes.len())?;
+        let (bgl, pl) = self.layout(gpu, key.dtypes.len(), shaders::read_only(key))?;
         let mut pipelines = self.pipelines.lock().map_err(poisoned)?;
         if let Some(p) = pipelines.get(key) {
             return Ok((p.clone(), bgl));

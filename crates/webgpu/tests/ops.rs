@@ -9,7 +9,7 @@ use wgllm_core::op::UnaryOp;
 use wgllm_core::{Backend, DType, Error, Executable, Graph, TensorId};
 use wgllm_cpu::CpuBackend;
 use wgllm_webgpu::testing::{cases, run_case, Outcome};
-use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
+use wgllm_webgpu::{Int8Activations, WebGpuBackend, WebGpuConfig};
 
 fn backend() -> WebGpuBackend {
     WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"))
@@ -365,7 +365,7 @@ fn fusions_plan_one_dispatch_per_pattern() {
     );
 }
 
-/// With `int8_activations` the quantized mat-vecs round their activations to int8: every
+/// With `int8_activations` (all) the quantized mat-vecs round their activations to int8: every
 /// product and fusion case passes, or misses its f32 tolerance by no more than that rounding
 /// explains (NMSE 5e-4, ggml's tolerance for products; 1e-3 for a GLU of two, whose gate
 /// amplifies relative errors; 2e-4 was too tight: a q/k/v case of 16 parts of 8 reached 2.04e-4
@@ -375,7 +375,7 @@ fn fusions_plan_one_dispatch_per_pattern() {
 #[test]
 fn int8_activations_stay_within_their_rounding() {
     let gpu = WebGpuBackend::new(WebGpuConfig {
-        int8_activations: true,
+        int8_activations: Int8Activations::All,
         ..WebGpuConfig::default()
     })
     .unwrap_or_else(|e| panic!("{e}"));

@@ -6,10 +6,12 @@
 // t / 4 + WG / 4, ... of every one of them, so RPW loads are in flight per lane and the eight
 // activation values of a part are loaded once (into registers) for all RPW rows; integer formats
 // load their parts undecoded (`partq`) and apply each part's offset once, through the sum of its
-// activations (`dotw`: q4_0 4096×14336 went from 0.24 to 0.27 of copy on an H200). Then the lanes
-// reduce the RPW·NC (·2 for GLU) sums: with SUBGROUP through subgroupAdd and one
+// activations (`dotw`: q4_0 4096×14336 went from 0.24 to 0.27 of copy on an H200). With Q8X
+// (int8 activations from `quant_act.wgsl`) a lane takes whole units instead, see below. Then the
+// lanes reduce the RPW·NC (·2 for GLU) sums: with SUBGROUP through subgroupAdd and one
 // workgroup-memory step per subgroup, else by a workgroup-memory tree.
-// src1 is bound as vec4s: its offset and column stride are whole vec4s (the planner checks).
+// src1 is bound as vec4s: its offset and column stride are whole vec4s (the planner checks);
+// with Q8X, vec4<u32>s of quants and scales, no batches and no NORM (the norm is taken there).
 // op_u: 0 = K, 1 = M, 2 = N, 3 = r2 (src1.ne2 / src0.ne2), 4 = r3. Workgroup z indexes the batch.
 // Fused epilogues:
 // ADD: dst (binding 3) = product + src2, a residual of the product's shape.
@@ -91,28 +93,26 @@ fn dotw(w: PartQ, x: XS) -> f32 {
 #endif
 
 #if Q8X
-// Q8X (quantized weights): the eight activations of a part as int8 with one scale (as ggml's
-// q8 activations, per 8 values here instead of 32), so each row's part is two dot4I8Packed
-// instead of eight decoded floats; their exact f32 sum carries the weights' offset m.
-struct XQ {
-    qa: u32,
-    qb: u32,
-    dx: f32,
-    sx: f32,
+// Q8X (quantized weights): src1 holds the activations rounded to int8 per unit of 32 with one
+// scale each (`quant_act.wgsl`'s layout, bound as vec4<u32>), and a lane takes whole units, all
+// four parts: each row's part is two dot4I8Packed of its undecoded quants, its offset m applied
+// through the part's sum of activation quants. Integer dot products instead of eight decoded
+// floats per part and row, and a lane's loads cover a whole block: on an H200, q4_0 k=4096
+// m=14336 went from 0.36 to 0.78 of a copy's bytes per second (a standalone kernel study).
+const LPU: u32 = 1u;
+
+// Word i (0..7) of a unit's quants held as two vec4s.
+fn xword(a: vec4<u32>, b: vec4<u32>, i: u32) -> u32 {
+    return select(b[i & 3u], a[i & 3u], i < 4u);
 }
 
-fn quantx(a: vec4<f32>, b: vec4<f32>) -> XQ {
-    let am = max(abs(a), abs(b));
-    let amax = max(max(am.x, am.y), max(am.z, am.w));
-    let inv = select(1.0 / amax, 0.0, amax == 0.0);
-    return XQ(pack4x8snorm(a * inv), pack4x8snorm(b * inv), amax / 127.0,
-              dot(a + b, vec4<f32>(1.0)));
+// Part p's sum of activation quants and its dot product with the weight part w, scaled.
+fn dotq(w: PartQ, qa: u32, qb: u32, xs: i32) -> f32 {
+    return w.d * f32(dot4I8Packed(w.qa, qa) + dot4I8Packed(w.qb, qb)) + w.m * f32(xs);
 }
-
-fn dotq(w: PartQ, x: XQ) -> f32 {
-    let q = dot4I8Packed(w.qa, x.qa) + dot4I8Packed(w.qb, x.qb);
-    return w.d * x.dx * f32(q) + w.m * x.sx;
-}
+#else
+// Lanes per unit: four, each decoding one part.
+const LPU: u32 = 4u;
 #endif
 
 #if ROPE
@@ -202,13 +202,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let a2 = i2 / op_u(3u);
     let a3 = i3 / op_u(4u);
     let rows = min(RPW, m_len - min(m0, m_len));
-    // Where each row starts in src0 (and src2); rows past the end repeat the last one.
+    // Where each row starts in src0 (and src2); rows past the end repeat the last one, so every
+    // row's loads are valid and issued without a branch (their sums are dropped at the store).
 #unroll r RPW
 #if ROPE
-    let ok_$r = rope_ok(m0, $ru, m_len);
     let wi_$r = vec4<u32>(0u, rope_row(m0, $ru, m_len), a2, a3);
 #else
-    let ok_$r = $ru < rows;
     let wi_$r = vec4<u32>(0u, m0 + min($ru, rows - 1u), a2, a3);
 #endif
     let row0_$r = t_idx(wb, wi_$r);
@@ -231,9 +230,53 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let x0 = t_idx(1u, vec4<u32>(0u, 0u, i2, i3)) / 4u;
     let xcol = t_nb(1u, 1u) / 4u;
     let units = op_u(0u) / 32u;
-    let p = lid % 4u;
-    let xp = xpair(p);
-    for (var u = lid / 4u; u < units; u += WG / 4u) {
+    for (var u = lid / LPU; u < units; u += WG / LPU) {
+#if Q8X
+        // Each column's unit: its quants, its scale, each part's sum of quants.
+        let xq0 = t_off(1u) / 4u;
+        let dq0 = t_off(1u) + 8u * n_cols * units;
+#unroll c NC
+        var xa_$c = vec4<u32>(0u);
+        var xb_$c = vec4<u32>(0u);
+        var dx_$c = 0.0;
+        if ($cu < n_cols) {
+            let o = xq0 + 2u * ($cu * units + u);
+            xa_$c = src1[o];
+            xb_$c = src1[o + 1u];
+            let dw = dq0 + $cu * units + u;
+            dx_$c = bitcast<f32>(src1[dw / 4u][dw % 4u]);
+        }
+#unroll p 4
+        let qa_$c_$p = xword(xa_$c, xb_$c, xpair($pu).x);
+        let qb_$c_$p = xword(xa_$c, xb_$c, xpair($pu).y);
+        let xs_$c_$p = dot4I8Packed(qa_$c_$p, 0x01010101u) + dot4I8Packed(qb_$c_$p, 0x01010101u);
+#endunroll
+#endunroll
+#unroll r RPW
+#unroll p 4
+#if GLU
+        wsel = 0u;
+#endif
+        let w_$r_$p = partq(row0_$r, u, $pu);
+#if GLU
+        wsel = 1u;
+        let g_$r_$p = partq(row2_$r, u, $pu);
+#endif
+#endunroll
+#unroll c NC
+        acc_$r_$c += dx_$c * (dotq(w_$r_0, qa_$c_0, qb_$c_0, xs_$c_0)
+            + dotq(w_$r_1, qa_$c_1, qb_$c_1, xs_$c_1) + dotq(w_$r_2, qa_$c_2, qb_$c_2, xs_$c_2)
+            + dotq(w_$r_3, qa_$c_3, qb_$c_3, xs_$c_3));
+#if GLU
+        up_$r_$c += dx_$c * (dotq(g_$r_0, qa_$c_0, qb_$c_0, xs_$c_0)
+            + dotq(g_$r_1, qa_$c_1, qb_$c_1, xs_$c_1) + dotq(g_$r_2, qa_$c_2, qb_$c_2, xs_$c_2)
+            + dotq(g_$r_3, qa_$c_3, qb_$c_3, xs_$c_3));
+#endif
+#endunroll
+#endunroll
+#else
+        let p = lid % 4u;
+        let xp = xpair(p);
         let xo = x0 + 8u * u;
         // The part's activations, once for all rows (zeros for absent columns).
 #unroll c NC
@@ -248,46 +291,34 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         xa_$c *= src{{G}}[g0 + 8u * u + xp.x];
         xb_$c *= src{{G}}[g0 + 8u * u + xp.y];
 #endif
-#if Q8X
-        let xq_$c = quantx(xa_$c, xb_$c);
-#else
 #if U_INTQ
         let xq_$c = XS(xa_$c, xb_$c, dot(xa_$c + xb_$c, vec4<f32>(1.0)));
 #endif
-#endif
 #endunroll
 #unroll r RPW
-        if (ok_$r) {
 #if GLU
-            wsel = 0u;
+        wsel = 0u;
 #endif
-            let w_$r = {{LOAD}}(row0_$r, u, p);
+        let w_$r = {{LOAD}}(row0_$r, u, p);
 #if GLU
-            wsel = 1u;
-            let g_$r = {{LOAD}}(row2_$r, u, p);
+        wsel = 1u;
+        let g_$r = {{LOAD}}(row2_$r, u, p);
 #endif
 #unroll c NC
-#if Q8X
-            acc_$r_$c += dotq(w_$r, xq_$c);
-#if GLU
-            up_$r_$c += dotq(g_$r, xq_$c);
-#endif
-#else
 #if U_INTQ
-            acc_$r_$c += dotw(w_$r, xq_$c);
+        acc_$r_$c += dotw(w_$r, xq_$c);
 #if GLU
-            up_$r_$c += dotw(g_$r, xq_$c);
+        up_$r_$c += dotw(g_$r, xq_$c);
 #endif
 #else
-            acc_$r_$c += dot2(w_$r, xa_$c, xb_$c);
+        acc_$r_$c += dot2(w_$r, xa_$c, xb_$c);
 #if GLU
-            up_$r_$c += dot2(g_$r, xa_$c, xb_$c);
-#endif
+        up_$r_$c += dot2(g_$r, xa_$c, xb_$c);
 #endif
 #endif
 #endunroll
-        }
 #endunroll
+#endif
     }
     // Sum k of the workgroup lands in red[k * WG].
 #if SUBGROUP

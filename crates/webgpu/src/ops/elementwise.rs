@@ -300,7 +300,7 @@ mod tests {
             cooperative_matrix_offered: false,
             cooperative_matrix: false,
             cooperative_matrix_configs: Vec::new(),
-            int8_activations: false,
+            int8_activations: crate::Int8Activations::Off,
             limits: wgpu::Limits {
                 min_storage_buffer_offset_alignment: storage_align,
                 ..wgpu::Limits::default()

@@ -4,10 +4,11 @@
 //! split into windows of rows (see `windows.rs`).
 
 use wgllm_core::op::{RopeMode, RopeParams};
-use wgllm_core::{DType, Result};
+use wgllm_core::{DType, Op, Result};
 
 use super::rows::QUANTS;
-use super::{windows, Ctx, Dispatch, Operand};
+use super::{windows, Ctx, Dispatch, Operand, ABSENT, SCRATCH};
+use crate::config::{Int8Activations, INT8_MIN_WEIGHT_BYTES};
 use crate::shaders::{Kernel, PipelineKey, VecEpilogue, VecSlots, OP_WORDS};
 
 /// Invocations per mul_mat workgroup (a power of two: the reduction halves it).
@@ -22,6 +23,9 @@ const VEC_RED_FLOATS: u32 = 4096;
 /// Workgroups a mat-vec keeps (when it has the rows) before it groups rows further: several
 /// per compute unit of a large GPU (an H200 has 132).
 const VEC_MIN_GROUPS: u64 = 1024;
+/// Invocations of a `quant_act.wgsl` workgroup (one per activation column): a lane per unit of
+/// the hidden sizes up to 8,192.
+const QUANT_ACT_WG: u32 = 256;
 
 /// Mat-vec workgroup shape for `m` rows of `units` units of 32, `nc` columns and `nw` weights:
 /// (invocations, rows per workgroup). Four lanes share a unit: 128 lanes (32 units a step), 256
@@ -157,11 +161,11 @@ fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
     f32_ok && weight_ok && la.ne[0].is_multiple_of(32)
 }
 
-/// Weight dtypes whose mat-vec takes int8 activations and integer dot products
-/// (`partq` in `quant_part.wgsl`): decoding eight floats per part and row made the float path
-/// bound by instruction issue, not by weight bytes (an H200 read q4_0 at a third of f16's
-/// bytes per second). The activations are rounded to int8 per 8 values, as ggml's CPU backend
-/// rounds them to q8_0/q8_K per 32 or 256 for the same weights: NMSE ~1e-5 against f32.
+/// Weight dtypes whose mat-vec can take int8 activations and integer dot products (`partq` in
+/// `quant_part.wgsl`): decoding eight floats per part and row makes the float path bound by
+/// instruction issue, not by weight bytes (an H200 reads q4_0 at a third of f16's bytes per
+/// second). The activations are rounded to int8 per 32 values (`quant_act.wgsl`), as ggml's
+/// CPU and CUDA backends round them to q8_0/q8_1 for the same weights: NMSE ~1e-5 against f32.
 pub(crate) fn int8_activations(a: DType) -> bool {
     matches!(
         a,
@@ -175,9 +179,78 @@ pub(crate) fn int8_activations(a: DType) -> bool {
     )
 }
 
+/// Whether a mat-vec over weights of `a` holding `bytes` (all its weights) takes int8
+/// activations from [`quant_act`]: the device's [`Int8Activations`] policy, a weight with an
+/// integer decoder, activations `x` without batches.
+fn q8x(ctx: &Ctx, a: DType, bytes: u64, x: &Operand) -> bool {
+    let wanted = match ctx.caps.int8_activations {
+        Int8Activations::Off => false,
+        Int8Activations::Large => bytes >= INT8_MIN_WEIGHT_BYTES,
+        Int8Activations::All => true,
+    };
+    wanted && int8_activations(a) && x.layout.ne[2] == 1 && x.layout.ne[3] == 1
+}
+
+/// Bytes of the weight `w`.
+fn weight_bytes(w: &Operand) -> u64 {
+    let e = w.layout.ne;
+    w.dtype.row_bytes(e[0]).unwrap_or(0) * e[1] * e[2] * e[3]
+}
+
+/// The dispatch rounding a Q8X mat-vec's activations `x` (or `rms_norm(h) · g` of `norm`, the
+/// whole norm taken there) to int8 per unit of 32 into scratch (`quant_act.wgsl`), and the
+/// scratch operand the mat-vec then reads in place of `x`.
+fn quant_act(ctx: &Ctx, x: &Operand, norm: Option<&VecNorm>) -> Result<(Dispatch, Operand)> {
+    let (units, cols) = (x.layout.ne[0] / 32, x.layout.ne[1]);
+    // 8 words of quants and one scale per unit and column.
+    let scratch = Operand::scratch(DType::I32, (9 * units * cols).next_multiple_of(4))?;
+    let mut op = [0; OP_WORDS];
+    op[0] = ctx.items(units)?;
+    op[1] = ctx.items(cols)?;
+    let mut operands = vec![x.clone()];
+    if let Some(nm) = norm {
+        operands[0] = nm.h.clone();
+        operands.push(nm.g.clone());
+        op[2] = nm.eps.to_bits();
+    }
+    operands.push(scratch.clone());
+    let key = PipelineKey {
+        kernel: Kernel::QuantAct {
+            norm: norm.is_some(),
+        },
+        dtypes: operands.iter().map(|o| o.dtype).collect(),
+        wg: QUANT_ACT_WG,
+    };
+    let d = Dispatch {
+        key,
+        operands,
+        op_words: op,
+        items: ctx.items(cols)?,
+        groups: ctx.grid(cols, 1)?,
+    };
+    Ok((d, scratch))
+}
+
+/// A mat-vec's activations: with `int8`, [`quant_act`]'s dispatch pushed to `out` and its
+/// scratch, the norm taken there; else `x` and `norm` as they are.
+fn activations<'n>(
+    ctx: &Ctx,
+    int8: bool,
+    x: Operand,
+    norm: Option<&'n VecNorm>,
+    out: &mut Vec<Dispatch>,
+) -> Result<(Operand, Option<&'n VecNorm>)> {
+    if !int8 {
+        return Ok((x, norm));
+    }
+    let (d, scratch) = quant_act(ctx, &x, norm)?;
+    out.push(d);
+    Ok((scratch, None))
+}
+
 /// The mat-vec pipeline for weights of `a` with rows of `units` units, `m` rows, at most `nc`
 /// activation columns; `subgroups`: reduce through subgroup operations; `int8`: int8
-/// activations when `a` has an integer decoder.
+/// activations from [`quant_act`] (Q8X; `a` has an integer decoder).
 fn vec_key(
     a: DType,
     nc: u32,
@@ -216,18 +289,47 @@ fn vec_key(
     if norm {
         dtypes.insert(VecSlots::new(epilogue, true).g, DType::F32);
     }
+    if int8 {
+        dtypes[1] = DType::I32;
+    }
     PipelineKey {
         kernel: Kernel::MulMatVec {
             nc,
             rpw,
             epilogue,
             subgroups,
-            q8x: int8 && int8_activations(a),
+            q8x: int8,
             norm,
+            ro_weights: false,
         },
         dtypes,
         wg,
     }
+}
+
+/// `key` (a mat-vec's) with its weights bound read-only when every weight operand (the slots
+/// [`crate::shaders::read_only`] gives) is a weight leaf and no other operand of the dispatch
+/// shares its buffer (a weight's buffer holds only it); else as it is.
+fn read_only_weights(ctx: &Ctx, mut key: PipelineKey, operands: &[Operand]) -> PipelineKey {
+    let set = |key: &mut PipelineKey, on: bool| {
+        if let Kernel::MulMatVec { ro_weights, .. } = &mut key.kernel {
+            *ro_weights = on;
+        }
+    };
+    set(&mut key, true);
+    let mask = crate::shaders::read_only(&key);
+    let root =
+        |o: &Operand| (o.tensor != SCRATCH && o.tensor != ABSENT).then(|| ctx.graph.root(o.tensor));
+    let (ro, rw): (Vec<_>, Vec<_>) = (0..operands.len()).partition(|k| mask & (1 << k) != 0);
+    let weights: Vec<_> = ro.iter().map(|&k| root(&operands[k])).collect();
+    let ok = weights
+        .iter()
+        .all(|r| r.is_some_and(|r| ctx.graph.node(r).op == Op::Weight))
+        && rw
+            .iter()
+            .all(|&k| root(&operands[k]).is_none_or(|r| !weights.contains(&Some(r))));
+    set(&mut key, ok && mask != 0);
+    key
 }
 
 /// An RMS norm fused in front of mat-vec products: they take `rms_norm(h, eps) · g` for the
@@ -336,7 +438,15 @@ fn qkv_dispatch(
     let (wq, x, wk, wv) = (q.src(0)?, q.src(1)?, k.src(0)?, v.src(0)?);
     let (ea, eb) = (wq.layout.ne, x.layout.ne);
     let rows = [wq.layout.ne[1], wk.layout.ne[1], wv.layout.ne[1]];
-    let f = (q.caps.subgroups, q.caps.int8_activations);
+    let int8 = q8x(
+        q,
+        wq.dtype,
+        [&wq, &wk, &wv].map(weight_bytes).iter().sum(),
+        &x,
+    );
+    let f = (q.caps.subgroups, int8);
+    let mut out = Vec::new();
+    let (x, norm) = activations(q, int8, x, norm, &mut out)?;
     let (units, m) = (ea[0] / 32, rows.iter().sum());
     let key = match &rope {
         None => vec_key(wq.dtype, nc, VecEpilogue::Qkv, units, m, f, norm.is_some()),
@@ -369,13 +479,15 @@ fn qkv_dispatch(
         nm.apply(epilogue, &mut operands, &mut op);
     }
     let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
-    Ok(Some(vec![Dispatch {
+    let key = read_only_weights(q, key, &operands);
+    out.push(Dispatch {
         key,
         operands,
         op_words: op,
         items: q.items(m * eb[1])?,
         groups: q.grid(groups, 1)?,
-    }]))
+    });
+    Ok(Some(out))
 }
 
 /// The rotation and cache stores a q/k/v mat-vec takes over ([`mul_mat_vec_qkv_rope`]).
@@ -501,27 +613,25 @@ pub(super) fn mul_mat_vec_glu(
     let m = ea[1];
     let mut op = product_words(gate, ea, eb, m, 0)?;
     let epilogue = VecEpilogue::Glu { expr };
-    let key = vec_key(
-        wg.dtype,
-        nc,
-        epilogue,
-        ea[0] / 32,
-        m,
-        (gate.caps.subgroups, gate.caps.int8_activations),
-        norm.is_some(),
-    );
+    let int8 = q8x(gate, wg.dtype, 2 * weight_bytes(&wg), &x);
+    let mut out = Vec::new();
+    let (x, norm) = activations(gate, int8, x, norm, &mut out)?;
+    let f = (gate.caps.subgroups, int8);
+    let key = vec_key(wg.dtype, nc, epilogue, ea[0] / 32, m, f, norm.is_some());
     let rpw = vec_rpw(&key);
     let mut operands = vec![wg, x, wu, dst];
     if let Some(nm) = norm {
         nm.apply(epilogue, &mut operands, &mut op);
     }
-    Ok(Some(vec![Dispatch {
+    let key = read_only_weights(gate, key, &operands);
+    out.push(Dispatch {
         key,
         operands,
         op_words: op,
         items: gate.items(m * eb[1] * eb[2] * eb[3])?,
         groups: gate.grid(m.div_ceil(rpw), eb[2] * eb[3])?,
-    }]))
+    });
+    Ok(Some(out))
 }
 
 /// The mul_mat node `mm` (its context) followed by ggml_add of `residual` (same extents, f32),
@@ -580,16 +690,18 @@ fn mul_mat_vec(
         None => VecEpilogue::None,
     };
     let mut out = Vec::new();
+    let int8 = q8x(ctx, a.dtype, weight_bytes(a), b);
+    let (x, norm) = activations(ctx, int8, b.clone(), norm, &mut out)?;
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
-        let flags = (ctx.caps.subgroups, ctx.caps.int8_activations);
+        let flags = (ctx.caps.subgroups, int8);
         let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32, m, flags, norm.is_some());
         let rpw = vec_rpw(&key);
         let mut d = dst.clone();
         d.layout.ne[0] = m;
         d.layout.offset += w.first_row * d.layout.nb[0];
         let mut op = product_words(ctx, ea, eb, m, 0)?;
-        let mut operands = vec![w.operand, b.clone()];
+        let mut operands = vec![w.operand, x.clone()];
         if let Some(r) = residual {
             let mut r = r.clone();
             r.layout.ne[0] = m;
@@ -600,6 +712,7 @@ fn mul_mat_vec(
         if let Some(nm) = norm {
             nm.apply(epilogue, &mut operands, &mut op);
         }
+        let key = read_only_weights(ctx, key, &operands);
         out.push(Dispatch {
             key,
             operands,
@@ -723,8 +836,10 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             (100, 4096, (true, false)),
             (1000, 14336, (false, false)),
         ] {
+            // Int8 activations for integer decoders, their norm taken by `quant_act`.
+            let f = |norm: bool| (f.0, f.1 && int8_activations(a) && !norm);
             let mut add = |e, norm| {
-                keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, units, m, f, norm)));
+                keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, units, m, f(norm), norm)));
             };
             add(VecEpilogue::None, false);
             add(VecEpilogue::Add, false);
@@ -743,7 +858,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                         ((true, true), DType::I32, DType::F32),
                     ] {
                         keys.extend(
-                            VEC_COLS.map(|nc| qkv_rope_key(a, nc, units, m, f, norm, rope)),
+                            VEC_COLS.map(|nc| qkv_rope_key(a, nc, units, m, f(norm), norm, rope)),
                         );
                     }
                 }
@@ -751,6 +866,34 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         }
         keys.push(tiled_key(a));
         keys.extend([64, 128].map(|bn| coop_key(a, bn)));
+    }
+    // Each mat-vec variant with its weights read-only too.
+    let read_only: Vec<PipelineKey> = keys
+        .iter()
+        .filter_map(|k| match k.kernel {
+            Kernel::MulMatVec { .. } => {
+                let mut k = k.clone();
+                if let Kernel::MulMatVec { ro_weights, .. } = &mut k.kernel {
+                    *ro_weights = true;
+                }
+                Some(k)
+            }
+            _ => None,
+        })
+        .collect();
+    keys.extend(read_only);
+    for norm in [false, true] {
+        let f = DType::F32;
+        let dtypes = match norm {
+            false => vec![f, DType::I32],
+            true => vec![f, f, DType::I32],
+        };
+        let kernel = Kernel::QuantAct { norm };
+        keys.push(PipelineKey {
+            kernel,
+            dtypes,
+            wg: QUANT_ACT_WG,
+        });
     }
     keys
 }
@@ -785,7 +928,7 @@ pub(super) mod tests {
             cooperative_matrix_offered: true,
             cooperative_matrix: coop,
             cooperative_matrix_configs: vec![f16_16],
-            int8_activations: false,
+            int8_activations: crate::Int8Activations::Off,
             limits: wgpu::Limits {
                 max_compute_workgroup_storage_size: wg_bytes,
                 ..wgpu::Limits::default()

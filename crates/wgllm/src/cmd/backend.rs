@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::{Args as ClapArgs, ValueEnum};
 use wgllm_core::Backend;
-use wgllm_webgpu::{AdapterSelector, WebGpuBackend, WebGpuConfig};
+use wgllm_webgpu::{AdapterSelector, Int8Activations, WebGpuBackend, WebGpuConfig};
 
 /// Which backend runs the graphs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -12,6 +12,28 @@ pub enum BackendKind {
     Webgpu,
     /// The CPU reference backend (slow, exact; the oracle the GPU is tested against).
     Cpu,
+}
+
+/// `--int8-activations`: [`Int8Activations`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Int8Choice {
+    /// f32 activations everywhere: the CPU reference's arithmetic, token for token.
+    Off,
+    /// Products with at least 4 MiB of weights, where the faster product pays for the extra
+    /// dispatch (1B and larger models).
+    Large,
+    /// Every product with integer-quantized weights.
+    All,
+}
+
+impl From<Int8Choice> for Int8Activations {
+    fn from(c: Int8Choice) -> Int8Activations {
+        match c {
+            Int8Choice::Off => Int8Activations::Off,
+            Int8Choice::Large => Int8Activations::Large,
+            Int8Choice::All => Int8Activations::All,
+        }
+    }
 }
 
 /// `--backend` and `--device` flags.
@@ -27,11 +49,12 @@ pub struct BackendArgs {
     /// the op tests).
     #[arg(long)]
     pub unchecked_shaders: bool,
-    /// Round activations to int8 (per 8 values) in decode products with quantized weights and
-    /// use integer dot products: faster mat-vec (10–20% on an H200), at ~1e-5 relative error,
-    /// as llama.cpp's CUDA backend does; greedy output can then differ from f32's.
-    #[arg(long)]
-    pub int8_activations: bool,
+    /// Which decode products with quantized weights round their activations to int8 (per 32
+    /// values, one extra dispatch) and multiply with integer dot products, as llama.cpp's CPU
+    /// and CUDA backends do: ~1e-5 relative error, so greedy output can differ from f32's where
+    /// two tokens nearly tie.
+    #[arg(long, value_enum, default_value = "large", value_name = "WHICH")]
+    pub int8_activations: Int8Choice,
     /// Enable wgpu's experimental features where the adapter offers them: today cooperative
     /// matrices (tensor cores), which prefill's matrix products then run on (f16 operands, f32
     /// sums). wgpu marks these APIs experimental and their use unsafe: off by default.
@@ -61,7 +84,7 @@ impl BackendArgs {
             } else {
                 wgllm_webgpu::ShaderChecks::Checked
             },
-            int8_activations: self.int8_activations,
+            int8_activations: self.int8_activations.into(),
             experimental_features: self.experimental,
             dispatches_per_submit: self.dispatches_per_submit.max(1),
             ..WebGpuConfig::default()

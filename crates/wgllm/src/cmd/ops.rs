@@ -69,6 +69,10 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
                 passed += 1;
                 format!("OK    nmse {nmse:.2e}")
             }
+            Outcome::Fail { nmse, .. } if int8_rounding(args, case.op, *nmse) => {
+                passed += 1;
+                format!("OK    nmse {nmse:.2e} (int8 activations)")
+            }
             Outcome::Fail { nmse, max_nmse } => {
                 failed += 1;
                 format!("FAIL  nmse {nmse:.2e} > {max_nmse:.0e}")
@@ -114,6 +118,14 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
+/// Whether a failed case's `nmse` is what int8 activations explain: a product or fusion case
+/// with them on, within ggml's tolerance for products (as the op tests bound them).
+fn int8_rounding(args: &Args, op: &str, nmse: f64) -> bool {
+    args.backend.int8_activations != super::backend::Int8Choice::Off
+        && (op == "MUL_MAT" || op.starts_with("FUSED"))
+        && nmse <= 5e-4
+}
+
 fn time(opened: &OpenedBackend, case: &Case, seed: u64, reps: usize) -> wgllm_core::Result<Perf> {
     match opened {
         OpenedBackend::WebGpu(g) => time_case_webgpu(g, case, seed, reps),
@@ -146,7 +158,7 @@ fn run_large(args: &Args, opened: &OpenedBackend, out: &mut impl Write) -> Resul
             true => match run_case(&CpuBackend, opened.as_dyn(), case, seed).outcome {
                 Outcome::Pass { nmse } => format!("nmse {nmse:.1e}"),
                 // Int8 activations round the products' inputs (as the op tests bound them).
-                Outcome::Fail { nmse, .. } if args.backend.int8_activations && nmse <= 2e-4 => {
+                Outcome::Fail { nmse, .. } if int8_rounding(args, case.op, nmse) => {
                     format!("nmse {nmse:.1e} (int8)")
                 }
                 other => {
