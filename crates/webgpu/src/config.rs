@@ -87,7 +87,7 @@ pub enum Int8Activations {
     Off,
     /// Products whose weights hold at least [`INT8_MIN_WEIGHT_BYTES`], where the faster
     /// product more than pays for the extra dispatch (the 1B and 8B Llamas' layers, large
-    /// output heads; not SmolLM2-135M's layers).
+    /// output heads; not SmolLM2-135M's layers), but q8_0 weights, whose float path is as fast.
     #[default]
     Large,
     /// Every product with integer-quantized weights (the op tests take this path).

@@ -147,9 +147,9 @@ pub enum Kernel {
     /// `copy.wgsl`: 16-byte words from src0 to dst, `per` per invocation; both bindings are
     /// vec4<u32> (described as i32 words).
     Copy { per: u32 },
-    /// `quant_act.wgsl`: f32 activations (of `rms_norm(h) · g` with `norm`) rounded to int8
-    /// per unit of 32 for a Q8X mat-vec, one workgroup per column; src0 (and g) bound as
-    /// vec4<f32>, the destination (i32 words) as vec4<u32>.
+    /// `quant_act.wgsl`: f32 activations (`h · g` and the sums of h² with `norm`) rounded to
+    /// int8 per unit of 32 for a Q8X mat-vec, a lane per unit; src0 (and g) bound as vec4<f32>,
+    /// the destination (i32 words) as vec4<u32>.
     QuantAct { norm: bool },
     /// The families of `variants.rs` (shape, upscale, reductions, mul_mat_id, sequence).
     Family(Family),
@@ -773,9 +773,6 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                 if !crate::ops::int8_activations(src0) {
                     return Err(format!("no int8-activation decoder for {src0}"));
                 }
-                if norm {
-                    return Err("a Q8X mat-vec takes its norm in quant_act".into());
-                }
                 flags.push("Q8X");
             }
             let mut weights = 1;
@@ -862,7 +859,6 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             | Kernel::SoftMax { .. }
             | Kernel::Family(Family::Reduce(_))
             | Kernel::FlashAttnCombine { .. }
-            | Kernel::QuantAct { .. }
     ) {
         text.push_str(WG_REDUCE);
     }

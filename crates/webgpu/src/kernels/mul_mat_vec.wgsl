@@ -11,7 +11,8 @@
 // lanes reduce the RPW·NC (·2 for GLU) sums: with SUBGROUP through subgroupAdd and one
 // workgroup-memory step per subgroup, else by a workgroup-memory tree.
 // src1 is bound as vec4s: its offset and column stride are whole vec4s (the planner checks);
-// with Q8X, vec4<u32>s of quants and scales, no batches and no NORM (the norm is taken there).
+// with Q8X, vec4<u32>s of `quant_act.wgsl`'s quants, scales (and sums of h² with NORM: g was
+// applied there, only the scale is left), and no batches.
 // op_u: 0 = K, 1 = M, 2 = N, 3 = r2 (src1.ne2 / src0.ne2), 4 = r3. Workgroup z indexes the batch.
 // Fused epilogues:
 // ADD: dst (binding 3) = product + src2, a residual of the product's shape.
@@ -245,6 +246,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             xb_$c = src1[o + 1u];
             let dw = dq0 + $cu * units + u;
             dx_$c = bitcast<f32>(src1[dw / 4u][dw % 4u]);
+#if NORM
+            // The unit's sum of h², for the norm's scale at the end.
+            let sw = dq0 + (n_cols + $cu) * units + u;
+            ss_$c += bitcast<f32>(src1[sw / 4u][sw % 4u]);
+#endif
         }
 #unroll p 4
         let qa_$c_$p = xword(xa_$c, xb_$c, xpair($pu).x);

@@ -23,9 +23,8 @@ const VEC_RED_FLOATS: u32 = 4096;
 /// Workgroups a mat-vec keeps (when it has the rows) before it groups rows further: several
 /// per compute unit of a large GPU (an H200 has 132).
 const VEC_MIN_GROUPS: u64 = 1024;
-/// Invocations of a `quant_act.wgsl` workgroup (one per activation column): a lane per unit of
-/// the hidden sizes up to 8,192.
-const QUANT_ACT_WG: u32 = 256;
+/// Invocations of a `quant_act.wgsl` workgroup, a lane per unit of 32 activations.
+const QUANT_ACT_WG: u32 = 64;
 
 /// Mat-vec workgroup shape for `m` rows of `units` units of 32, `nc` columns and `nw` weights:
 /// (invocations, rows per workgroup). Four lanes share a unit: 128 lanes (32 units a step), 256
@@ -181,11 +180,13 @@ pub(crate) fn int8_activations(a: DType) -> bool {
 
 /// Whether a mat-vec over weights of `a` holding `bytes` (all its weights) takes int8
 /// activations from [`quant_act`]: the device's [`Int8Activations`] policy, a weight with an
-/// integer decoder, activations `x` without batches.
+/// integer decoder, activations `x` without batches (quant_act's columns are dim 1 only).
 fn q8x(ctx: &Ctx, a: DType, bytes: u64, x: &Operand) -> bool {
+    // q8_0's float path already reads at ~0.6 of a copy: int8 gains it nothing (an H200, 4096 x
+    // 14336: 26.8 us f32, 27.4 us int8 with its rounding dispatch).
     let wanted = match ctx.caps.int8_activations {
         Int8Activations::Off => false,
-        Int8Activations::Large => bytes >= INT8_MIN_WEIGHT_BYTES,
+        Int8Activations::Large => bytes >= INT8_MIN_WEIGHT_BYTES && a != DType::Q8_0,
         Int8Activations::All => true,
     };
     wanted && int8_activations(a) && x.layout.ne[2] == 1 && x.layout.ne[3] == 1
@@ -197,22 +198,26 @@ fn weight_bytes(w: &Operand) -> u64 {
     w.dtype.row_bytes(e[0]).unwrap_or(0) * e[1] * e[2] * e[3]
 }
 
-/// The dispatch rounding a Q8X mat-vec's activations `x` (or `rms_norm(h) · g` of `norm`, the
-/// whole norm taken there) to int8 per unit of 32 into scratch (`quant_act.wgsl`), and the
+/// The dispatch rounding a Q8X mat-vec's activations `x` (with `norm`: `h · g` and each unit's
+/// sum of h²) to int8 per unit of 32 into scratch (`quant_act.wgsl`), pushed to `out`, and the
 /// scratch operand the mat-vec then reads in place of `x`.
-fn quant_act(ctx: &Ctx, x: &Operand, norm: Option<&VecNorm>) -> Result<(Dispatch, Operand)> {
+fn quant_act(
+    ctx: &Ctx,
+    x: &Operand,
+    norm: Option<&VecNorm>,
+    out: &mut Vec<Dispatch>,
+) -> Result<Operand> {
     let (units, cols) = (x.layout.ne[0] / 32, x.layout.ne[1]);
-    // 8 words of quants and one scale per unit and column.
-    let scratch = Operand::scratch(DType::I32, (9 * units * cols).next_multiple_of(4))?;
+    // 8 words of quants, a scale [and a sum of h²] per unit and column.
+    let words = (8 + 1 + u64::from(norm.is_some())) * units * cols;
+    let scratch = Operand::scratch(DType::I32, words.next_multiple_of(4))?;
     let mut op = [0; OP_WORDS];
     op[0] = ctx.items(units)?;
     op[1] = ctx.items(cols)?;
-    let mut operands = vec![x.clone()];
-    if let Some(nm) = norm {
-        operands[0] = nm.h.clone();
-        operands.push(nm.g.clone());
-        op[2] = nm.eps.to_bits();
-    }
+    let mut operands = match norm {
+        Some(nm) => vec![nm.h.clone(), nm.g.clone()],
+        None => vec![x.clone()],
+    };
     operands.push(scratch.clone());
     let key = PipelineKey {
         kernel: Kernel::QuantAct {
@@ -221,31 +226,14 @@ fn quant_act(ctx: &Ctx, x: &Operand, norm: Option<&VecNorm>) -> Result<(Dispatch
         dtypes: operands.iter().map(|o| o.dtype).collect(),
         wg: QUANT_ACT_WG,
     };
-    let d = Dispatch {
+    out.push(Dispatch {
         key,
         operands,
         op_words: op,
-        items: ctx.items(cols)?,
-        groups: ctx.grid(cols, 1)?,
-    };
-    Ok((d, scratch))
-}
-
-/// A mat-vec's activations: with `int8`, [`quant_act`]'s dispatch pushed to `out` and its
-/// scratch, the norm taken there; else `x` and `norm` as they are.
-fn activations<'n>(
-    ctx: &Ctx,
-    int8: bool,
-    x: Operand,
-    norm: Option<&'n VecNorm>,
-    out: &mut Vec<Dispatch>,
-) -> Result<(Operand, Option<&'n VecNorm>)> {
-    if !int8 {
-        return Ok((x, norm));
-    }
-    let (d, scratch) = quant_act(ctx, &x, norm)?;
-    out.push(d);
-    Ok((scratch, None))
+        items: ctx.items(units * cols)?,
+        groups: ctx.grid(units.div_ceil(u64::from(QUANT_ACT_WG)), cols)?,
+    });
+    Ok(scratch)
 }
 
 /// The mat-vec pipeline for weights of `a` with rows of `units` units, `m` rows, at most `nc`
@@ -446,7 +434,10 @@ fn qkv_dispatch(
     );
     let f = (q.caps.subgroups, int8);
     let mut out = Vec::new();
-    let (x, norm) = activations(q, int8, x, norm, &mut out)?;
+    let scratch = match int8 {
+        true => Some(quant_act(q, &x, norm, &mut out)?),
+        false => None,
+    };
     let (units, m) = (ea[0] / 32, rows.iter().sum());
     let key = match &rope {
         None => vec_key(wq.dtype, nc, VecEpilogue::Qkv, units, m, f, norm.is_some()),
@@ -478,6 +469,7 @@ fn qkv_dispatch(
     if let Some(nm) = norm {
         nm.apply(epilogue, &mut operands, &mut op);
     }
+    operands[1] = scratch.unwrap_or(operands[1].clone());
     let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
     let key = read_only_weights(q, key, &operands);
     out.push(Dispatch {
@@ -615,7 +607,10 @@ pub(super) fn mul_mat_vec_glu(
     let epilogue = VecEpilogue::Glu { expr };
     let int8 = q8x(gate, wg.dtype, 2 * weight_bytes(&wg), &x);
     let mut out = Vec::new();
-    let (x, norm) = activations(gate, int8, x, norm, &mut out)?;
+    let scratch = match int8 {
+        true => Some(quant_act(gate, &x, norm, &mut out)?),
+        false => None,
+    };
     let f = (gate.caps.subgroups, int8);
     let key = vec_key(wg.dtype, nc, epilogue, ea[0] / 32, m, f, norm.is_some());
     let rpw = vec_rpw(&key);
@@ -623,6 +618,7 @@ pub(super) fn mul_mat_vec_glu(
     if let Some(nm) = norm {
         nm.apply(epilogue, &mut operands, &mut op);
     }
+    operands[1] = scratch.unwrap_or(operands[1].clone());
     let key = read_only_weights(gate, key, &operands);
     out.push(Dispatch {
         key,
@@ -691,7 +687,10 @@ fn mul_mat_vec(
     };
     let mut out = Vec::new();
     let int8 = q8x(ctx, a.dtype, weight_bytes(a), b);
-    let (x, norm) = activations(ctx, int8, b.clone(), norm, &mut out)?;
+    let scratch = match int8 {
+        true => Some(quant_act(ctx, b, norm, &mut out)?),
+        false => None,
+    };
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
         let flags = (ctx.caps.subgroups, int8);
@@ -701,7 +700,7 @@ fn mul_mat_vec(
         d.layout.ne[0] = m;
         d.layout.offset += w.first_row * d.layout.nb[0];
         let mut op = product_words(ctx, ea, eb, m, 0)?;
-        let mut operands = vec![w.operand, x.clone()];
+        let mut operands = vec![w.operand, b.clone()];
         if let Some(r) = residual {
             let mut r = r.clone();
             r.layout.ne[0] = m;
@@ -711,6 +710,9 @@ fn mul_mat_vec(
         operands.push(d);
         if let Some(nm) = norm {
             nm.apply(epilogue, &mut operands, &mut op);
+        }
+        if let Some(s) = &scratch {
+            operands[1] = s.clone();
         }
         let key = read_only_weights(ctx, key, &operands);
         out.push(Dispatch {
@@ -836,10 +838,10 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             (100, 4096, (true, false)),
             (1000, 14336, (false, false)),
         ] {
-            // Int8 activations for integer decoders, their norm taken by `quant_act`.
-            let f = |norm: bool| (f.0, f.1 && int8_activations(a) && !norm);
+            // Int8 activations for integer decoders.
+            let f = (f.0, f.1 && int8_activations(a));
             let mut add = |e, norm| {
-                keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, units, m, f(norm), norm)));
+                keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, units, m, f, norm)));
             };
             add(VecEpilogue::None, false);
             add(VecEpilogue::Add, false);
@@ -858,7 +860,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                         ((true, true), DType::I32, DType::F32),
                     ] {
                         keys.extend(
-                            VEC_COLS.map(|nc| qkv_rope_key(a, nc, units, m, f(norm), norm, rope)),
+                            VEC_COLS.map(|nc| qkv_rope_key(a, nc, units, m, f, norm, rope)),
                         );
                     }
                 }
@@ -983,6 +985,52 @@ pub(super) mod tests {
             seen += 1;
         }
         assert!(seen > 100, "only {seen} mat-vec keys");
+    }
+
+    /// The kernels of `wt` [k, m] × f32 [k, n] under the int8 policy `int8`: "round" (the
+    /// activations to int8), "q8x" (a mat-vec taking them), "mat-vec" (with f32 ones) or
+    /// "other".
+    fn int8_plan(
+        int8: crate::Int8Activations,
+        wt: DType,
+        (k, m, n): (u64, u64, u64),
+    ) -> Vec<&'static str> {
+        let mut g = Graph::new();
+        let bytes = Bytes::from(vec![0u8; (wt.row_bytes(k).unwrap() * m) as usize]);
+        let w = g.weight("w", wt, [k, m, 1, 1], bytes).unwrap();
+        let x = g.input("x", DType::F32, [k, n, 1, 1]).unwrap();
+        let r = g.mul_mat(w, x).unwrap();
+        let caps = Capabilities {
+            int8_activations: int8,
+            ..caps(false, 32, 49152)
+        };
+        let plan = super::super::plan_node(&g, r, &caps).unwrap();
+        plan.iter()
+            .map(|d| match d.key.kernel {
+                Kernel::QuantAct { .. } => "round",
+                Kernel::MulMatVec { q8x: true, .. } => "q8x",
+                Kernel::MulMatVec { .. } => "mat-vec",
+                _ => "other",
+            })
+            .collect()
+    }
+
+    /// `Large` rounds the activations of products of at least 4 MiB of integer weights but
+    /// q8_0's (one more dispatch), `All` of every one, `Off` of none; prefill never.
+    #[test]
+    fn int8_activations_follow_the_policy_and_the_weight_size() {
+        use crate::Int8Activations::{All, Large, Off};
+        let (int8, f32) = (vec!["round", "q8x"], vec!["mat-vec"]);
+        // 4096 x 2048 q4_0 is 4.5 MiB, 4096 x 1024 2.25 MiB.
+        assert_eq!(int8_plan(Large, DType::Q4_0, (4096, 2048, 1)), int8);
+        assert_eq!(int8_plan(Large, DType::Q4_0, (4096, 2048, 8)), int8);
+        assert_eq!(int8_plan(Large, DType::Q4_0, (4096, 1024, 1)), f32);
+        assert_eq!(int8_plan(Large, DType::Q8_0, (4096, 2048, 1)), f32);
+        assert_eq!(int8_plan(Large, DType::F16, (4096, 2048, 1)), f32);
+        assert_eq!(int8_plan(All, DType::Q4_0, (64, 8, 1)), int8);
+        assert_eq!(int8_plan(All, DType::Q8_0, (64, 8, 1)), int8);
+        assert_eq!(int8_plan(Off, DType::Q4_0, (4096, 2048, 1)), f32);
+        assert_eq!(int8_plan(All, DType::Q4_0, (4096, 2048, 16)), vec!["other"]);
     }
 
     #[test]
