@@ -137,7 +137,7 @@ fn rope_pair(m0: u32, r: u32, m_len: u32) -> u32 {
 // for v; rows past the end repeat a valid one.
 fn rope_row(m0: u32, r: u32, m_len: u32) -> u32 {
     if (wsel == 2u) {
-        return m0 + min(r, m_len - 1u - min(m0, m_len - 1u));
+        return min(m0 + r, m_len - 1u);
     }
     let hh = t_ne({{OQ}}u, 0u) / 2u;
     let p = rope_pair(m0, r, m_len);
@@ -203,13 +203,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let a2 = i2 / op_u(3u);
     let a3 = i3 / op_u(4u);
     let rows = min(RPW, m_len - min(m0, m_len));
-    // Where each row starts in src0 (and src2); rows past the end repeat the last one, so every
+    // Where each row starts in src0 (and src2); rows past the end repeat the last one (all rows
+    // of the workgroups past the last, where a grid of over 65,535 folds into x and y), so every
     // row's loads are valid and issued without a branch (their sums are dropped at the store).
 #unroll r RPW
 #if ROPE
     let wi_$r = vec4<u32>(0u, rope_row(m0, $ru, m_len), a2, a3);
 #else
-    let wi_$r = vec4<u32>(0u, m0 + min($ru, rows - 1u), a2, a3);
+    let wi_$r = vec4<u32>(0u, min(m0 + $ru, m_len - 1u), a2, a3);
 #endif
     let row0_$r = t_idx(wb, wi_$r);
 #if GLU
