@@ -28,7 +28,7 @@ const QUANT_ACT_WG: u32 = 64;
 
 /// Mat-vec workgroup shape for `m` rows of `units` units of 32, `nc` columns and `nw` weights:
 /// (invocations, rows per workgroup). Four lanes share a unit: 128 lanes (32 units a step), 256
-/// past 256 units. Rows per workgroup share each activation load, but fewer workgroups then
+/// past 256 units (with int8 activations a lane takes a whole unit: 128 or 256 units a step). Rows per workgroup share each activation load, but fewer workgroups then
 /// fill the GPU: up to 4 rows while at least [`VEC_MIN_GROUPS`] workgroups remain, within the
 /// reduction's memory. On an H200 (issue 6's `wgllm ops --large`) 2-4 rows and 128 lanes for
 /// 4096-long rows, 256 for 14336, were best; 8 or 16 rows were slower. Short rows are latency

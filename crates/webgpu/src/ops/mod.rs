@@ -60,8 +60,8 @@ const WG_ELEMENTWISE: u32 = 256;
 /// Workgroups per grid dimension (WebGPU's guaranteed minimum, and every device's).
 const MAX_GROUPS_PER_DIM: u64 = 65535;
 
-/// The operand id of an executable's scratch buffer: f32 working memory that one node's
-/// dispatches pass between each other (split-K partial results). Nodes run in order, so one
+/// The operand id of an executable's scratch buffer: working memory that one node's dispatches
+/// pass between each other (split-K partial results, top-k candidates, int8 activations). Nodes run in order, so one
 /// buffer, as large as the largest need, serves every node.
 pub(crate) const SCRATCH: TensorId = TensorId(u32::MAX);
 

@@ -641,7 +641,8 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
                 let a = weight(g, rng, wt, [k, 33, 1, 1])?;
                 let x = g.input("x", DType::F32, [k, n, 1, 1])?;
                 let mut vals = Vec::new();
-                // A peak in every vec4: the kernel's groups of 8 are two vec4s.
+                // A peak in every vec4, so every group the int8 rounding scales (32 values)
+                // has max |x| = 127/128 and a scale of exactly 1/128.
                 for _ in 0..k * n / 4 {
                     let peak = rng.below(4);
                     for j in 0..4 {
