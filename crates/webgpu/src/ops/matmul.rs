@@ -198,15 +198,19 @@ fn weight_bytes(w: &Operand) -> u64 {
     w.dtype.row_bytes(e[0]).unwrap_or(0) * e[1] * e[2] * e[3]
 }
 
-/// The dispatch rounding a Q8X mat-vec's activations `x` (with `norm`: `h · g` and each unit's
-/// sum of h²) to int8 per unit of 32 into scratch (`quant_act.wgsl`), pushed to `out`, and the
-/// scratch operand the mat-vec then reads in place of `x`.
+/// With `int8`, the dispatch rounding a Q8X mat-vec's activations `x` (with `norm`: `h · g`
+/// and each unit's sum of h²) to int8 per unit of 32 into scratch (`quant_act.wgsl`), pushed to
+/// `out`, and the scratch operand the mat-vec then reads in place of `x`; without, nothing.
 fn quant_act(
     ctx: &Ctx,
+    int8: bool,
     x: &Operand,
     norm: Option<&VecNorm>,
     out: &mut Vec<Dispatch>,
-) -> Result<Operand> {
+) -> Result<Option<Operand>> {
+    if !int8 {
+        return Ok(None);
+    }
     let (units, cols) = (x.layout.ne[0] / 32, x.layout.ne[1]);
     // 8 words of quants, a scale [and a sum of h²] per unit and column.
     let words = (8 + 1 + u64::from(norm.is_some())) * units * cols;
@@ -233,7 +237,7 @@ fn quant_act(
         items: ctx.items(units * cols)?,
         groups: ctx.grid(units.div_ceil(u64::from(QUANT_ACT_WG)), cols)?,
     });
-    Ok(scratch)
+    Ok(Some(scratch))
 }
 
 /// The mat-vec pipeline for weights of `a` with rows of `units` units, `m` rows, at most `nc`
@@ -434,10 +438,7 @@ fn qkv_dispatch(
     );
     let f = (q.caps.subgroups, int8);
     let mut out = Vec::new();
-    let scratch = match int8 {
-        true => Some(quant_act(q, &x, norm, &mut out)?),
-        false => None,
-    };
+    let scratch = quant_act(q, int8, &x, norm, &mut out)?;
     let (units, m) = (ea[0] / 32, rows.iter().sum());
     let key = match &rope {
         None => vec_key(wq.dtype, nc, VecEpilogue::Qkv, units, m, f, norm.is_some()),
@@ -469,7 +470,9 @@ fn qkv_dispatch(
     if let Some(nm) = norm {
         nm.apply(epilogue, &mut operands, &mut op);
     }
-    operands[1] = scratch.unwrap_or(operands[1].clone());
+    if let Some(s) = scratch {
+        operands[1] = s;
+    }
     let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
     let key = read_only_weights(q, key, &operands);
     out.push(Dispatch {
@@ -607,10 +610,7 @@ pub(super) fn mul_mat_vec_glu(
     let epilogue = VecEpilogue::Glu { expr };
     let int8 = q8x(gate, wg.dtype, 2 * weight_bytes(&wg), &x);
     let mut out = Vec::new();
-    let scratch = match int8 {
-        true => Some(quant_act(gate, &x, norm, &mut out)?),
-        false => None,
-    };
+    let scratch = quant_act(gate, int8, &x, norm, &mut out)?;
     let f = (gate.caps.subgroups, int8);
     let key = vec_key(wg.dtype, nc, epilogue, ea[0] / 32, m, f, norm.is_some());
     let rpw = vec_rpw(&key);
@@ -618,7 +618,9 @@ pub(super) fn mul_mat_vec_glu(
     if let Some(nm) = norm {
         nm.apply(epilogue, &mut operands, &mut op);
     }
-    operands[1] = scratch.unwrap_or(operands[1].clone());
+    if let Some(s) = scratch {
+        operands[1] = s;
+    }
     let key = read_only_weights(gate, key, &operands);
     out.push(Dispatch {
         key,
@@ -687,10 +689,7 @@ fn mul_mat_vec(
     };
     let mut out = Vec::new();
     let int8 = q8x(ctx, a.dtype, weight_bytes(a), b);
-    let scratch = match int8 {
-        true => Some(quant_act(ctx, b, norm, &mut out)?),
-        false => None,
-    };
+    let scratch = quant_act(ctx, int8, b, norm, &mut out)?;
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
         let flags = (ctx.caps.subgroups, int8);
