@@ -30,6 +30,7 @@ const SOFTMAX: &str = include_str!("kernels/softmax.wgsl");
 const ROPE: &str = include_str!("kernels/rope.wgsl");
 const ROPE_ANGLE: &str = include_str!("kernels/rope_angle.wgsl");
 const FLASH_ATTN: &str = include_str!("kernels/flash_attn.wgsl");
+const FLASH_ATTN_TILE: &str = include_str!("kernels/flash_attn_tile.wgsl");
 const FLASH_ATTN_KV: &str = include_str!("kernels/flash_attn_kv.wgsl");
 const FLASH_ATTN_COMBINE: &str = include_str!("kernels/flash_attn_combine.wgsl");
 const FLASH_ATTN_VEC: &str = include_str!("kernels/flash_attn_vec.wgsl");
@@ -117,6 +118,14 @@ pub enum Kernel {
         d: u32,
         dv: u32,
         split: bool,
+    },
+    /// `flash_attn_tile.wgsl`, prefill attention: one workgroup per block of `wg / 4` query
+    /// rows of a head, K and V read a tile of keys at a time for the whole block.
+    FlashAttnTile {
+        mask: bool,
+        sinks: bool,
+        d: u32,
+        dv: u32,
     },
     /// `flash_attn_combine.wgsl`: merges split partial results, with or without sinks.
     FlashAttnCombine { sinks: bool, dv: u32 },
@@ -638,8 +647,28 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("D", d.to_string()));
             vars.push(("DV", dv.to_string()));
             vars.push(("DVP", dv.div_ceil(key.wg).to_string()));
-            readers = flash_attn_readers(&key.dtypes, false)?;
+            readers = flash_attn_readers(&key.dtypes, "DOT")?;
             FLASH_ATTN
+        }
+        Kernel::FlashAttnTile { mask, sinks, d, dv } => {
+            if mask {
+                flags.push("MASK");
+            }
+            if sinks {
+                flags.push("SINKS");
+            }
+            let bq = key.wg / 4;
+            if !(d.is_multiple_of(4) && dv.is_multiple_of(4) && bq.is_multiple_of(4) && bq > 0) {
+                let wg = key.wg;
+                return Err(format!("flash_attn_tile: d = {d}, dv = {dv}, wg = {wg}"));
+            }
+            vars.push(("D", d.to_string()));
+            vars.push(("DV", dv.to_string()));
+            vars.push(("BQ", bq.to_string()));
+            // Output vec4s an invocation keeps per row (the `#unroll` count).
+            vars.push(("NO", (dv / 4).div_ceil(8).to_string()));
+            readers = flash_attn_readers(&key.dtypes, "ROWS")?;
+            FLASH_ATTN_TILE
         }
         Kernel::FlashAttnCombine { sinks, dv } => {
             if sinks {
@@ -695,7 +724,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("MSL", msl.to_string()));
             vars.push(("CH", ch.to_string()));
             vars.push(("MSK", (msl * key.wg).to_string()));
-            readers = flash_attn_readers(&key.dtypes, true)?;
+            readers = flash_attn_readers(&key.dtypes, "VEC")?;
             FLASH_ATTN_VEC
         }
         Kernel::TopK {
@@ -910,9 +939,10 @@ fn wide_kv(kernel: &Kernel, k: usize, dtype: DType) -> bool {
         && matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
 }
 
-/// The K (src1) and V (src2) row readers `flash_attn.wgsl` calls (`flash_attn_vec.wgsl`'s part
-/// readers when `vec`), from `flash_attn_kv.wgsl` specialized for each one's dtype.
-fn flash_attn_readers(dtypes: &[DType], vec: bool) -> Result<String, String> {
+/// The K (src1) and V (src2) readers of `flash_attn_kv.wgsl` specialized for each one's dtype:
+/// `kind` "DOT" for `flash_attn.wgsl` (values and q · row), "ROWS" for `flash_attn_tile.wgsl`
+/// (values), "VEC" for `flash_attn_vec.wgsl` (parts).
+fn flash_attn_readers(dtypes: &[DType], kind: &'static str) -> Result<String, String> {
     let mut out = String::new();
     for (name, k) in [("k", 1usize), ("v", 2)] {
         let dtype = *dtypes.get(k).ok_or("flash_attn needs K and V bindings")?;
@@ -924,8 +954,8 @@ fn flash_attn_readers(dtypes: &[DType], vec: bool) -> Result<String, String> {
             DType::Q4_0 => vec!["BLOCKS"],
             d => return Err(format!("flash_attn has no {d} K/V reader")),
         };
-        if vec {
-            flags.push("VEC");
+        if kind != "ROWS" {
+            flags.push(kind);
         }
         let vars = [
             ("KV", name.to_string()),

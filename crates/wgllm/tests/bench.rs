@@ -159,7 +159,7 @@ fn profile_accounts_for_every_dispatch_of_a_decode_step() {
         .unwrap_or_else(|| panic!("{p}"));
     assert!(num(mm, "gflops") > 0.0 && num(mm, "gbps") > 0.0);
     let dispatches: f64 = families.iter().map(|f| num(f, "dispatches")).sum();
-    assert_eq!(dispatches, num(p, "dispatches_per_token"));
+    assert_eq!(dispatches, num(p, "dispatches_per_step"));
     assert!(families.iter().all(|f| num(f, "ns") >= 0.0));
     let share: f64 = families.iter().map(|f| num(f, "share")).sum();
     assert!((share - 1.0).abs() < 1e-6, "shares sum to {share}");
@@ -173,6 +173,30 @@ fn profile_accounts_for_every_dispatch_of_a_decode_step() {
     // encoding.
     assert!(num(p, "step_gpu_span_ns") > 0.0);
     assert!(num(p, "step_wall_ns") >= num(p, "step_cpu_encode_submit_ns"));
+}
+
+/// `--profile-tokens` profiles a prompt chunk: its products run on the matrix × matrix kernels,
+/// and only the head (which reads out the last token alone) on the mat-vec.
+#[test]
+fn profile_of_a_prompt_chunk_runs_the_prefill_kernels() {
+    let m = Model::new("profile-pp");
+    let args = "-p 0 -n 4 -r 1 --profile --profile-steps 2 --profile-tokens 32 -o json";
+    let v: Value = serde_json::from_str(&ok(bench(&m, args))).unwrap();
+    let p = &v["profile"];
+    assert_eq!((num(p, "steps"), num(p, "tokens")), (2.0, 32.0));
+    let families = p["families"].as_array().unwrap();
+    let dispatches = |prefix: &str| -> f64 {
+        families
+            .iter()
+            .filter(|f| f["family"].as_str().unwrap().starts_with(prefix))
+            .map(|f| num(f, "dispatches"))
+            .sum()
+    };
+    assert!(dispatches("mul_mat_tiled") >= 4.0, "{p}");
+    assert_eq!(dispatches("mul_mat_vec"), 1.0, "{p}");
+    assert!(!bench(&m, "-p 0 -n 4 --profile --profile-tokens 0")
+        .status
+        .success());
 }
 
 #[test]

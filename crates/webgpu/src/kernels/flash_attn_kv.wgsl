@@ -1,7 +1,8 @@
-// A K or V row reader for `flash_attn.wgsl` and `flash_attn_vec.wgsl` (VEC), instantiated by
-// `shaders.rs` as `k_*` over src1 and `v_*` over src2: BLOCKS with Q8_0 for q8_0, BLOCKS alone
-// for q4_0, neither for f32, f16 and bf16 (through the generated `load_srcN`; with VEC their
-// binding is vec4<u32> words, and F32, F16 or BF16 says how to decode them).
+// A K or V row reader for `flash_attn.wgsl` (DOT: also q · row), `flash_attn_tile.wgsl` (values
+// only) and `flash_attn_vec.wgsl` (VEC), instantiated by `shaders.rs` as `k_*` over src1 and
+// `v_*` over src2: BLOCKS with Q8_0 for q8_0, BLOCKS alone for q4_0, neither for f32, f16 and
+// bf16 (through the generated `load_srcN`; with VEC their binding is vec4<u32> words, and F32,
+// F16 or BF16 says how to decode them).
 // `row` is the row's first element in the binding, or its first byte for block formats
 // (ggml-common.h: q8_0 { f16 d; i8 qs[32]; }, q4_0 { f16 d; u8 qs[16]; }).
 
@@ -92,6 +93,7 @@ fn {{KV}}_at(row: u32, j: u32) -> f32 {
     return {{KV}}_scale(blk) * {{KV}}_q(blk, j & 31u);
 }
 
+#if DOT
 // q · row over the D values of q in workgroup memory, one scale per block.
 fn {{KV}}_dot(row: u32) -> f32 {
     var s = 0.0;
@@ -105,11 +107,13 @@ fn {{KV}}_dot(row: u32) -> f32 {
     }
     return s;
 }
+#endif
 #else
 fn {{KV}}_at(row: u32, j: u32) -> f32 {
     return load_{{SRC}}(row + j * t_nb({{BINDING}}u, 0u));
 }
 
+#if DOT
 // 16 loads at a time (`#unroll`), all in flight together: a loop of one load per step waits
 // for each in turn, which made decode attention bound by load latency.
 fn {{KV}}_dot(row: u32) -> f32 {
@@ -129,5 +133,6 @@ fn {{KV}}_dot(row: u32) -> f32 {
     }
     return s;
 }
+#endif
 #endif
 #endif

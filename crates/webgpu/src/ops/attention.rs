@@ -1,7 +1,9 @@
 //! Fused attention: ggml_flash_attn_ext. Few query rows (decode) run `flash_attn_vec.wgsl`, the
 //! query heads of one K/V head together and the keys cut into splits merged by
-//! `flash_attn_combine.wgsl`; many rows (prefill), and heads the vec kernel does not take, run
-//! `flash_attn.wgsl`. K/V readers in `flash_attn_kv.wgsl`.
+//! `flash_attn_combine.wgsl`; many rows (prefill) run `flash_attn_tile.wgsl`, blocks of rows
+//! sharing each tile of K and V; what neither takes (head sizes not a multiple of 4, or too
+//! large for the tile's workgroup memory; decode without subgroups) runs `flash_attn.wgsl`, a
+//! workgroup a row. K/V readers in `flash_attn_kv.wgsl`.
 
 use wgllm_core::{DType, Result};
 
@@ -51,6 +53,9 @@ const VEC_MIN_STEPS: u64 = 2;
 const VEC_UNSPLIT_KV: u64 = 1024;
 /// Workgroups a split attention aims for: enough to fill a large GPU several times over.
 const SPLIT_TARGET_GROUPS: u64 = 1024;
+/// Query rows per workgroup of `flash_attn_tile.wgsl`, most first: the planner takes the first
+/// whose workgroup memory fits the device ([`tile_storage`]).
+const TILE_BQ: [u32; 3] = [32, 16, 8];
 /// Largest K/V head size: q sits in workgroup memory (4 KiB at 1024) and each invocation keeps
 /// `dv / 64` accumulators.
 const MAX_HEAD: u64 = 1024;
@@ -132,6 +137,46 @@ fn vec_key(
         dtypes: attn_dtypes(k, v, mask),
         wg: o.lanes,
     }
+}
+
+fn tile_key(
+    k: DType,
+    v: DType,
+    mask: Option<DType>,
+    sinks: bool,
+    (d, dv): (u32, u32),
+    bq: u32,
+) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::FlashAttnTile {
+            mask: mask.is_some(),
+            sinks,
+            d,
+            dv,
+        },
+        dtypes: attn_dtypes(k, v, mask),
+        wg: 4 * bq,
+    }
+}
+
+/// Workgroup memory of `flash_attn_tile.wgsl` with `bq` rows a block (its header's formula).
+fn tile_storage(bq: u64, d: u64, dv: u64) -> u64 {
+    const BK: u64 = 16;
+    16 * (bq + BK) * (d / 4 + 1) + 4 * BK * dv + 9 * bq * BK + 16
+}
+
+/// The rows a block of `flash_attn_tile.wgsl` takes for `n_q` query rows of heads `d`, `dv`,
+/// or `None` where it does not run: decode-sized row counts (the vec kernel's), head sizes
+/// not a multiple of 4, or no block size whose workgroup memory the device has.
+fn tile_rows(ctx: &Ctx, n_q: u64, d: u64, dv: u64) -> Option<u32> {
+    let room = u64::from(ctx.caps.limits.max_compute_workgroup_storage_size);
+    let invocations = u64::from(ctx.caps.limits.max_compute_invocations_per_workgroup);
+    if n_q <= VEC_MAX_Q || !d.is_multiple_of(4) || !dv.is_multiple_of(4) {
+        return None;
+    }
+    TILE_BQ
+        .into_iter()
+        .find(|&bq| tile_storage(u64::from(bq), d, dv) <= room && u64::from(4 * bq) <= invocations)
 }
 
 fn combine_key(sinks: bool, dv: u32) -> PipelineKey {
@@ -223,6 +268,32 @@ pub(super) fn flash_attn_ext(
     let n_rows = q.layout.ne[1] * q.layout.ne[3];
     let n_kv = k.layout.ne[1];
     let mask_dtype = mask.as_ref().map(|m| m.dtype);
+    if let Some(bq) = tile_rows(ctx, q.layout.ne[1], d, dv) {
+        let key = tile_key(
+            k.dtype,
+            v.dtype,
+            mask_dtype,
+            sinks.is_some(),
+            (ctx.items(d)?, ctx.items(dv)?),
+            bq,
+        );
+        let groups = q.layout.ne[1].div_ceil(u64::from(bq)) * n_head * q.layout.ne[3];
+        let operands = vec![
+            q.clone(),
+            k,
+            v,
+            mask.unwrap_or_else(|| Operand::absent(0)),
+            sinks.unwrap_or_else(|| Operand::absent(1)),
+            dst,
+        ];
+        return Ok(vec![Dispatch {
+            key,
+            operands,
+            op_words: op,
+            items: ctx.items(groups)?,
+            groups: ctx.grid(groups, 1)?,
+        }]);
+    }
     // The vec kernel sums across octets of subgroup lanes: it needs subgroups of 8 to WG_VEC
     // lanes (browsers, whose WGSL cannot enable them yet, take the tiled kernel).
     let octets = ctx.caps.subgroups
@@ -363,8 +434,15 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             keys.push(vec_key(k, v, m, false, d, unsplit));
         }
     }
+    for k in KV {
+        keys.push(tile_key(k, k, Some(DType::F16), false, (64, 64), 16));
+    }
     for mask in [None, Some(DType::F32)] {
         for sinks in [false, true] {
+            for (d, dv, bq) in [(40, 40, 32), (128, 128, 32), (256, 256, 8), (192, 128, 16)] {
+                let (k, v) = (DType::F32, DType::F16);
+                keys.push(tile_key(k, v, mask, sinks, (d, dv), bq));
+            }
             for (d, dv) in [(40, 40), (128, 128), (256, 256), (192, 128), (1024, 1024)] {
                 keys.push(flash_attn_key(
                     DType::F32,
@@ -415,19 +493,51 @@ mod tests {
 
     use crate::shaders::Kernel;
 
-    /// The dispatches of Llama 8B's decode attention (32/8 heads of 128, f16 cache) over a
-    /// cache of `n_kv` keys.
-    fn planned(n_kv: u64) -> Vec<crate::ops::Dispatch> {
+    /// The dispatches of an attention of `n_q` query rows over `n_kv` keys (32/8 heads of `d`,
+    /// f16 cache) on a device with `wg_bytes` of workgroup memory.
+    fn plan(d: u64, n_q: u64, n_kv: u64, wg_bytes: u32) -> Vec<crate::ops::Dispatch> {
         let mut g = Graph::new();
-        let q = g.input("q", DType::F32, [128, 1, 32, 1]).unwrap();
-        let k = g.input("k", DType::F16, [128, n_kv, 8, 1]).unwrap();
-        let v = g.input("v", DType::F16, [128, n_kv, 8, 1]).unwrap();
-        let m = g.input("m", DType::F16, [n_kv, 1, 1, 1]).unwrap();
+        let q = g.input("q", DType::F32, [d, n_q, 32, 1]).unwrap();
+        let k = g.input("k", DType::F16, [d, n_kv, 8, 1]).unwrap();
+        let v = g.input("v", DType::F16, [d, n_kv, 8, 1]).unwrap();
+        let m = g.input("m", DType::F16, [n_kv, n_q, 1, 1]).unwrap();
         let a = g
             .flash_attn_ext(q, k, v, Some(m), None, 0.088, 0.0, 0.0)
             .unwrap();
-        let caps = super::super::matmul::tests::caps(false, 32, 49152);
+        let caps = super::super::matmul::tests::caps(false, 32, wg_bytes);
         super::super::plan_node(&g, a, &caps).unwrap()
+    }
+
+    /// Llama 8B's decode attention over a cache of `n_kv` keys.
+    fn planned(n_kv: u64) -> Vec<crate::ops::Dispatch> {
+        plan(128, 1, n_kv, 49152)
+    }
+
+    #[test]
+    fn prefill_runs_the_tile_kernel_with_the_rows_its_memory_allows() {
+        let kernel = |d, n_q, wg_bytes| {
+            let p = plan(d, n_q, 600, wg_bytes);
+            assert_eq!(p.len(), 1);
+            let name = match p[0].key.kernel {
+                Kernel::FlashAttnTile { .. } => "tile",
+                Kernel::FlashAttn { .. } => "rows",
+                Kernel::FlashAttnVec { .. } => "vec",
+                ref other => panic!("{other:?}"),
+            };
+            (name, p[0].key.wg)
+        };
+        // Llama 8B's pp512: blocks of 32 rows with 48 KiB, 16 with lavapipe's 32 KiB.
+        assert_eq!(kernel(128, 512, 49152), ("tile", 128));
+        assert_eq!(kernel(128, 512, 32768), ("tile", 64));
+        assert_eq!(kernel(128, 9, 49152), ("tile", 128));
+        assert_eq!(kernel(128, 8, 49152).0, "vec");
+        // Heads of 256 (Gemma 3) fit blocks of 8 rows in 48 KiB, none in 32 KiB.
+        assert_eq!(kernel(256, 512, 49152), ("tile", 32));
+        assert_eq!(kernel(256, 512, 32768).0, "rows");
+        // Rows of K are read as vec4s.
+        assert_eq!(kernel(42, 512, 49152).0, "rows");
+        // A block takes 32 rows: 512 rows of 32 heads are 16 · 32 workgroups.
+        assert_eq!(plan(128, 512, 600, 49152)[0].items, 16 * 32);
     }
 
     /// Query heads per workgroup of that attention.

@@ -57,6 +57,9 @@ struct Spec {
     scale: f32,
     max_bias: f32,
     softcap: f32,
+    /// K and V rows that every query row's mask hides are NaN (a cache's unwritten rows may
+    /// hold anything): the reference skips them, a kernel must not let them reach the output.
+    nan_hidden: bool,
 }
 
 const BASE: Spec = Spec {
@@ -74,6 +77,7 @@ const BASE: Spec = Spec {
     scale: 0.125,
     max_bias: 0.0,
     softcap: 0.0,
+    nan_hidden: false,
 };
 
 /// `[dim, n_kv, n_head_kv, batch]` as a view of a cache `[dim·n_head_kv, n_kv + 3, batch]`
@@ -85,11 +89,31 @@ fn kv_view(g: &mut Graph, rng: &mut Rng, b: &mut Built, s: &Spec, dim: u64) -> R
         s.kv,
         [row, ctx, s.batch, 1],
     )?;
-    b.inputs.push((
-        cache,
-        random_bytes(rng, s.kv, row * ctx * s.batch, -1.0, 1.0)?,
-    ));
+    let mut bytes = random_bytes(rng, s.kv, row * ctx * s.batch, -1.0, 1.0)?;
     let row_bytes = s.kv.row_bytes(row).unwrap_or(0);
+    if s.nan_hidden {
+        let nan: &[u8] = match s.kv {
+            DType::F32 => &[0x00, 0x00, 0xc0, 0x7f],
+            DType::F16 => &[0x00, 0x7e],
+            DType::BF16 => &[0xc0, 0x7f],
+            other => {
+                let what = format!("NaN rows in {other}");
+                return Err(wgllm_core::Error::Shape { what });
+            }
+        };
+        let what = "NaN rows without a mask".to_string();
+        let (_, kind, _) = s.mask.ok_or(wgllm_core::Error::Shape { what })?;
+        for j in (0..s.n_kv).filter(|&j| (0..s.n_q).all(|i| hides(kind, s, i, j) == Some(true))) {
+            for batch in 0..s.batch {
+                // View key j is cache row j + 1.
+                let at = ((batch * ctx + j + 1) * row_bytes) as usize;
+                for e in bytes[at..at + row_bytes as usize].chunks_mut(nan.len()) {
+                    e.copy_from_slice(nan);
+                }
+            }
+        }
+    }
+    b.inputs.push((cache, bytes));
     let head_bytes = row_bytes / s.n_head_kv;
     let nb = [
         s.kv.type_size() as u64,
@@ -98,6 +122,18 @@ fn kv_view(g: &mut Graph, rng: &mut Rng, b: &mut Built, s: &Spec, dim: u64) -> R
         row_bytes * ctx,
     ];
     g.view(cache, [dim, s.n_kv, s.n_head_kv, s.batch], nb, row_bytes)
+}
+
+/// Whether a mask of `kind` hides key j from query row i (`None`: at random).
+fn hides(kind: Mask, s: &Spec, i: u64, j: u64) -> Option<bool> {
+    Some(match kind {
+        Mask::Causal => j + s.n_q > s.n_kv + i,
+        Mask::Random => return None,
+        Mask::Prefix => j > s.n_kv / 8 + i,
+        Mask::Runs => (j / 37) % 3 == 1 || j + s.n_q > s.n_kv + i,
+        Mask::Window => j + s.n_q > s.n_kv + i || j + s.n_q + 100 <= s.n_kv + i,
+        Mask::Tail => j > 11 + i,
+    })
 }
 
 /// A mask `[n_kv, n_q + 1, m2, batch]` (one padding row, as ggml pads n_q).
@@ -114,14 +150,7 @@ fn mask(
     for _ in 0..ne[2] * ne[3] {
         for i in 0..ne[1] {
             for j in 0..ne[0] {
-                let hidden = match kind {
-                    Mask::Causal => j + s.n_q > s.n_kv + i,
-                    Mask::Random => rng.below(4) == 0,
-                    Mask::Prefix => j > s.n_kv / 8 + i,
-                    Mask::Runs => (j / 37) % 3 == 1 || j + s.n_q > s.n_kv + i,
-                    Mask::Window => j + s.n_q > s.n_kv + i || j + s.n_q + 100 <= s.n_kv + i,
-                    Mask::Tail => j > 11 + i,
-                };
+                let hidden = hides(kind, s, i, j).unwrap_or_else(|| rng.below(4) == 0);
                 vals.push(if hidden || (dead_row && i == 0) {
                     f32::NEG_INFINITY
                 } else if matches!(kind, Mask::Random) {
@@ -452,15 +481,99 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             sinks: true,
             ..BASE
         },
+        // Prefill by tiles of keys: several blocks of query rows and a partial last one,
+        // a causal upper triangle and the keys before a window skipped, head sizes up to 256,
+        // no mask, and NaN in the rows no query sees (unwritten cache rows).
+        Spec {
+            d: 128,
+            dv: 128,
+            n_q: 100,
+            n_kv: 300,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::F16,
+            mask: causal16,
+            scale: 0.088,
+            ..BASE
+        },
+        Spec {
+            n_q: 64,
+            n_kv: 400,
+            n_head: 4,
+            n_head_kv: 1,
+            kv: DType::Q8_0,
+            mask: window16,
+            sinks: true,
+            ..BASE
+        },
+        Spec {
+            d: 256,
+            dv: 256,
+            n_q: 20,
+            n_kv: 90,
+            n_head: 4,
+            n_head_kv: 2,
+            kv: DType::F16,
+            mask: causal32,
+            sinks: true,
+            softcap: 30.0,
+            scale: 0.0625,
+            ..BASE
+        },
+        Spec {
+            n_q: 40,
+            n_kv: 50,
+            sinks: true,
+            ..BASE
+        },
+        Spec {
+            d: 128,
+            dv: 128,
+            n_q: 48,
+            n_kv: 200,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::F16,
+            mask: prefix16,
+            nan_hidden: true,
+            ..BASE
+        },
+        Spec {
+            n_q: 12,
+            n_kv: 150,
+            kv: DType::BF16,
+            mask: tail16,
+            nan_hidden: true,
+            ..BASE
+        },
+        Spec {
+            d: 128,
+            dv: 128,
+            n_kv: 640,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::F32,
+            mask: tail16,
+            nan_hidden: true,
+            ..BASE
+        },
+        Spec {
+            n_kv: 3000,
+            kv: DType::F16,
+            mask: prefix16,
+            nan_hidden: true,
+            ..BASE
+        },
     ];
     for s in specs {
         let mask_desc = s
             .mask
             .map(|(t, k, dead)| format!("{t} {k:?}{}", if dead { " +dead row" } else { "" }));
         let desc = format!(
-            "FLASH_ATTN_EXT {} d={} dv={} n_q={} n_kv={} heads {}/{} batch {} mask {} m2={} sinks={} softcap={} max_bias={}",
+            "FLASH_ATTN_EXT {} d={} dv={} n_q={} n_kv={} heads {}/{} batch {} mask {} m2={} sinks={} softcap={} max_bias={}{}",
             s.kv, s.d, s.dv, s.n_q, s.n_kv, s.n_head, s.n_head_kv, s.batch,
-            mask_desc.unwrap_or_else(|| "none".into()), s.m2, s.sinks, s.softcap, s.max_bias
+            mask_desc.unwrap_or_else(|| "none".into()), s.m2, s.sinks, s.softcap, s.max_bias,
+            if s.nan_hidden { " NaN in hidden rows" } else { "" }
         );
         out.push(case("FLASH_ATTN_EXT", desc, F32_MATH, move |g, rng| {
             let mut b = Built::default();

@@ -20,7 +20,8 @@
 //! copy kernel's (read + write) measured through the same backend in the same run.
 //!
 //! `--profile` times one decode step kernel by kernel (GPU timestamps when the device has them,
-//! see `wgllm_webgpu::profile`), grouped by kernel family.
+//! see `wgllm_webgpu::profile`), grouped by kernel family; with `--profile-tokens P` the
+//! profiled step is a prompt chunk of P tokens instead (a prefill step, up to `--ubatch` a graph).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -106,6 +107,9 @@ pub struct Args {
     /// Decode steps --profile averages.
     #[arg(long, default_value_t = 5)]
     pub profile_steps: usize,
+    /// Tokens of each step --profile times: 1 is a decode step, more a prompt chunk (prefill).
+    #[arg(long, default_value_t = 1)]
+    pub profile_tokens: usize,
     /// Seed of the random tokens (and of the sampler with --sample).
     #[arg(long, default_value_t = 1234)]
     pub seed: u64,
@@ -241,10 +245,12 @@ fn roofline(
     Some((bytes, gbps, copy.map(|c| gbps / c.gbps)))
 }
 
-/// The `--profile` result: mean per decode step.
+/// The `--profile` result: mean per step.
 struct Profile {
     clock: Clock,
     steps: usize,
+    /// Tokens a step evaluates (1: a decode step).
+    tokens: usize,
     position: usize,
     families: Vec<FamilyTime>,
     dispatches: f64,
@@ -405,12 +411,13 @@ fn copy_bandwidth(backend: &OpenedBackend) -> Result<CopyBandwidth> {
     })
 }
 
-/// Profiles `steps` one-token decode steps at position `fill` (after warm-up).
-fn profile_decode(
+/// Profiles `steps` steps of `n` tokens each (1: decode steps) at position `fill` (after
+/// warm-up).
+fn profile_steps(
     s: &mut Session,
     gpu: &wgllm_webgpu::WebGpuBackend,
     fill: usize,
-    steps: usize,
+    (steps, n): (usize, usize),
     tokens: &mut Tokens,
 ) -> Result<Profile> {
     let n_vocab = s.architecture().n_vocab();
@@ -425,11 +432,12 @@ fn profile_decode(
     // First the steps as they run unprofiled, only their ends timed...
     gpu.take_profiles();
     let mut wall_ns = 0.0;
-    for t in tokens.take(steps, n_vocab) {
+    for _ in 0..steps {
+        let ids = tokens.take(n, n_vocab);
         s.truncate(position);
         gpu.set_profiling(Profiling::Span);
         let t0 = Instant::now();
-        let r = s.eval(&[t]);
+        let r = s.eval(&ids);
         wall_ns += t0.elapsed().as_secs_f64() * 1e9;
         gpu.set_profiling(Profiling::Off);
         r?;
@@ -439,16 +447,17 @@ fn profile_decode(
     let (step_span_ns, step_encode_ns) = (per_step(|p| p.span_ns), per_step(|p| p.encode_ns));
     // ... then with a timestamp around every dispatch, at the same position.
     let mut runs = Vec::with_capacity(steps);
-    for t in tokens.take(steps, n_vocab) {
+    for _ in 0..steps {
+        let ids = tokens.take(n, n_vocab);
         s.truncate(position);
         gpu.set_profiling(Profiling::Dispatches);
-        let r = s.eval(&[t]);
+        let r = s.eval(&ids);
         gpu.set_profiling(Profiling::Off);
         r?;
         // One eval may run several executables; together they are one step.
         let parts = gpu.take_profiles();
         let Some(first) = parts.first() else {
-            bail!("the decode step ran no profiled graph");
+            bail!("the profiled step ran no profiled graph");
         };
         runs.push(RunProfile {
             clock: first.clock,
@@ -457,11 +466,12 @@ fn profile_decode(
             span_ns: parts.iter().map(|p| p.span_ns).sum(),
         });
     }
-    let n = runs.len().max(1) as f64;
-    let mean = |f: fn(&RunProfile) -> f64| runs.iter().map(f).sum::<f64>() / n;
+    let runs_n = runs.len().max(1) as f64;
+    let mean = |f: fn(&RunProfile) -> f64| runs.iter().map(f).sum::<f64>() / runs_n;
     Ok(Profile {
         clock: runs.first().map_or(Clock::Host, |r| r.clock),
         steps: runs.len(),
+        tokens: n,
         position,
         families: families(&runs),
         dispatches: mean(|r| r.dispatches.len() as f64),
@@ -519,7 +529,10 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let model = ModelInfo::new(name, &file, &arch, kv_type)?;
     let (backend, adapter) = args.backend.open_typed()?;
     let fill = tg.first().copied().unwrap_or(0) / 2;
-    let profile_len = fill + WARM_STEPS + args.profile_steps.max(1);
+    if args.profile_tokens == 0 {
+        bail!("--profile-tokens must be at least 1");
+    }
+    let profile_len = fill + WARM_STEPS + args.profile_tokens;
     let deepest = args.depth.iter().copied().max().unwrap_or(0);
     let need = pp
         .iter()
@@ -593,11 +606,11 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         }
         if k == 0 && args.profile {
             profile = match &backend {
-                OpenedBackend::WebGpu(g) => Some(profile_decode(
+                OpenedBackend::WebGpu(g) => Some(profile_steps(
                     &mut session,
                     g,
                     fill,
-                    args.profile_steps.max(1),
+                    (args.profile_steps.max(1), args.profile_tokens),
                     &mut tokens,
                 )?),
                 OpenedBackend::Cpu(_) => {
@@ -713,10 +726,11 @@ fn write_md(r: &Report, out: &mut impl Write) -> Result<()> {
         writeln!(out)?;
         writeln!(
             out,
-            "decode step profile ({}, mean of {} steps at position {}): {:.0} dispatches per \
-             token; as run: {:.1} us a step on the host, GPU first start to last end {:.1} us, \
+            "{}-token step profile ({}, mean of {} steps at position {}): {:.0} dispatches per \
+             step; as run: {:.1} us a step on the host, GPU first start to last end {:.1} us, \
              CPU encode + submit {:.1} us; with a timestamp around every dispatch: GPU busy \
              {:.1} us (first start to last end {:.1} us)",
+            p.tokens,
             p.clock,
             p.steps,
             p.position,
@@ -784,8 +798,9 @@ fn to_json(r: &Report) -> Value {
         json!({
             "clock": p.clock.to_string(),
             "steps": p.steps,
+            "tokens": p.tokens,
             "position": p.position,
-            "dispatches_per_token": p.dispatches,
+            "dispatches_per_step": p.dispatches,
             "gpu_dispatch_ns": p.dispatch_ns,
             "gpu_span_ns": p.span_ns,
             "cpu_encode_submit_ns": p.encode_ns,
