@@ -63,5 +63,5 @@ for name in smollm2-q4_1 l1b-q4_0 l8b-q4_0; do
         done
     done
     "$NEW" bench -m "$file" -p 0 -n 4 -r 1 --profile --unchecked-shaders >"$OUT/$name-profile.md" 2>&1
-    log "$name profile (new): $(grep -o '[0-9]* dispatches per token[^;]*;[^;]*;' "$OUT/$name-profile.md")"
+    log "$name profile (new): $(grep -o '[0-9]* dispatches per step[^;]*;[^;]*;' "$OUT/$name-profile.md")"
 done
