@@ -92,7 +92,8 @@ pub enum Kernel {
     /// `MulMatVec`.
     MulMatTiled,
     /// `mul_mat_coop.wgsl` with `quant_unit.wgsl`: cooperative matrices (f16 operands, f32
-    /// accumulation), 128 × `bn` output tiles, bindings as for `MulMatVec`.
+    /// accumulation), `wg` × `bn` output tiles (a weight row per invocation), bindings as for
+    /// `MulMatVec`.
     MulMatCoop { bn: u32 },
     /// `glu.wgsl`: `dst = EXPR(x, g)`.
     Glu { expr: &'static str },
@@ -858,10 +859,16 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             MUL_MAT_TILED
         }
         Kernel::MulMatCoop { bn } => {
+            // A tile's weight rows are its invocations.
+            let bm = key.wg;
+            if !matches!(bm, 128 | 256) || !matches!(bn, 64 | 128) {
+                return Err(format!("mul_mat_coop: {bm} × {bn} tiles"));
+            }
+            vars.push(("BM", bm.to_string()));
             vars.push(("BN", bn.to_string()));
             // Accumulators per subgroup along n, and activation vec4s per invocation and step.
             vars.push(("NF", (bn / 32).to_string()));
-            vars.push(("NX", (bn / 32).to_string()));
+            vars.push(("NX", (8 * bn / bm).to_string()));
             unit_flags(src0, &mut flags);
             MUL_MAT_COOP
         }

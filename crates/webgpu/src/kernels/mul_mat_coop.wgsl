@@ -1,8 +1,9 @@
 // Matrix × matrix (prefill) on cooperative matrices (tensor cores): dst[m, n, i2, i3] =
 // sum_k src0[k, m, a2, a3] * src1[k, n, i2, i3], f16 operands and f32 accumulation, by output
-// tiles of BM = 256 weight rows × BN activation columns. A workgroup is 8 subgroups of 32
-// (the planner checks the subgroup size); subgroup s owns the 64 × BN/2 block at rows
-// 64 (s % 4), columns BN/2 (s / 4) of the tile: 4 × BN/32 accumulators of 16 × 16. Per 16
+// tiles of BM = 256 or 128 weight rows × BN activation columns. A workgroup is BM / 32
+// subgroups of 32 (the planner checks the subgroup size), BM invocations; subgroup s owns the
+// 64 × BN/2 block at rows 64 (s % (BM / 64)), columns BN/2 (s / (BM / 64)) of the tile: 4 ×
+// BN/32 accumulators of 16 × 16. Per 16
 // along k a subgroup loads 4 + BN/32 operand matrices for 4 · BN/32 products: 16 products
 // for 8 loads at BN = 128, 8 for 6 at BN = 64 (blocks of 32 rows did 8 for 6 and 4 for 4).
 //
@@ -10,8 +11,8 @@
 // as f16, row by row with k fastest and rows padded to SK = 40 halves (80-byte rows: the
 // 16-byte row pieces a 16 × 16 load reads fall in distinct banks); two stages of a 256-row
 // tile would not fit 48 KiB. Each invocation fetches the next step into registers while the
-// current step's products run: BN/32 activation vec4s before them (kept as f32 until
-// stored), its four weight parts (rows lid / 4 + 64 j, part lid % 4) decoded to f16 through
+// current step's products run: NX = 8 BN / BM activation vec4s before them (kept as f32 until
+// stored), its four weight parts (rows lid / 4 + BM / 4 j, part lid % 4) decoded to f16 through
 // quant_part.wgsl's `partq` or `part` after the first half of them, so a decoder that waits
 // on its loads waits behind half the products at least (f16 weights, kept as loaded words,
 // before them). The loop body has no branches but constant ones, so the compiler may move
@@ -33,24 +34,25 @@ fn ldw(i: u32) -> u32 {
     return src0[i];
 }
 
-const BM: u32 = 256u;
+const BM: u32 = {{BM}}u;
 const BN: u32 = {{BN}}u;
 const BK: u32 = 32u;
 const SK: u32 = 40u;
 // Columns of one subgroup's block.
 const WN: u32 = BN / 2u;
 
-// a_sh[r * SK + k] is weight row m0 + r at depth k0 + k; b_sh likewise for column n0 + c.
-var<workgroup> a_sh: array<f16, BM * SK>;
-var<workgroup> b_sh: array<f16, BN * SK>;
+// Workgroup memory in vec4s of f16 (one 8-byte store per four values, where f16 scalars took
+// four stores; the cooperative loads count their offset and stride in vec4s): a_sh[(r * SK + k)
+// / 4] holds weight row m0 + r at depths k0 + k .. + 3; b_sh likewise for column n0 + c.
+const SK4: u32 = SK / 4u;
+var<workgroup> a_sh: array<vec4<f16>, BM * SK4>;
+var<workgroup> b_sh: array<vec4<f16>, BN * SK4>;
 // One 16 × 16 accumulator per subgroup on its way to an edge tile's elements.
-var<workgroup> c_sh: array<f32, 2048>;
+var<workgroup> c_sh: array<f32, BM * 8u>;
 
+// `i` is a multiple of 4 (in f16s).
 fn put_a(i: u32, h: vec4<f16>) {
-    a_sh[i] = h.x;
-    a_sh[i + 1u] = h.y;
-    a_sh[i + 2u] = h.z;
-    a_sh[i + 3u] = h.w;
+    a_sh[i / 4u] = h;
 }
 
 // `wpart(row, u, p)`: part p of unit u of the weight row at `row` as a step's loads leave it
@@ -102,14 +104,10 @@ fn put_w(s: u32, xp: vec2<u32>, w: WPart) {
 #endif
 
 fn put_b(i: u32, v: vec4<f32>) {
-    let h = vec4<f16>(v);
-    b_sh[i] = h.x;
-    b_sh[i + 1u] = h.y;
-    b_sh[i + 2u] = h.z;
-    b_sh[i + 3u] = h.w;
+    b_sh[i / 4u] = vec4<f16>(v);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(BM)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32, @builtin(subgroup_id) sid: u32,
         @builtin(subgroup_invocation_id) lane: u32) {
@@ -134,26 +132,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let a3 = i3 / op_u(4u);
     let steps = k_len / BK;
 
-    // Weight loaders: part lid % 4 of rows lid / 4 + 64 j of the tile (four neighbouring
+    // Weight loaders: part lid % 4 of rows lid / 4 + BM / 4 j of the tile (four neighbouring
     // invocations read one unit), stored at a_s_j + 4 xp.
     let p = lid % 4u;
     let xp = 4u * xpair(p);
 #unroll j 4
-    let a_row_$j = t_idx(0u, vec4<u32>(0u, min(m0 + lid / 4u + 64u * $ju, m_len - 1u), a2, a3));
-    let a_s_$j = (lid / 4u + 64u * $ju) * SK;
+    let a_row_$j = t_idx(0u, vec4<u32>(0u, min(m0 + lid / 4u + (BM / 4u) * $ju, m_len - 1u), a2, a3));
+    let a_s_$j = (lid / 4u + (BM / 4u) * $ju) * SK;
     var w_$j = wpart(a_row_$j, 0u, p);
 #endunroll
-    // Activation loaders: vec4 lid % 8 (depths 4 (lid % 8) ..) of columns lid / 8 + 32 j.
+    // Activation loaders: vec4 lid % 8 (depths 4 (lid % 8) ..) of columns lid / 8 + BM / 8 j.
     let kv = lid % 8u;
 #unroll j NX
-    let b_n_$j = min(n0 + lid / 8u + 32u * $ju, n_len - 1u);
+    let b_n_$j = min(n0 + lid / 8u + (BM / 8u) * $ju, n_len - 1u);
     let b_col_$j = t_idx(1u, vec4<u32>(0u, b_n_$j, i2, i3)) / 4u + kv;
-    let b_s_$j = (lid / 8u + 32u * $ju) * SK + 4u * kv;
+    let b_s_$j = (lid / 8u + (BM / 8u) * $ju) * SK + 4u * kv;
     var x_$j = src1[b_col_$j];
 #endunroll
 
-    let wm = 64u * (sid % 4u);
-    let wn = WN * (sid / 4u);
+    let wm = 64u * (sid % (BM / 64u));
+    let wn = WN * (sid / (BM / 64u));
 #unroll i 4
 #unroll j NF
     var acc_$i_$j = coop_mat16x16<f32, C>();
@@ -191,12 +189,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
         {
 #unroll i 4
-            let ia_$i = (wm + 16u * $iu) * SK + 16u * $hu;
-            let fa_$i = coopLoadT<coop_mat16x16<f16, A>>(&a_sh[ia_$i], SK);
+            let ia_$i = (wm + 16u * $iu) * SK4 + 4u * $hu;
+            let fa_$i = coopLoadT<coop_mat16x16<f16, A>>(&a_sh[ia_$i], SK4);
 #endunroll
 #unroll j NF
-            let ib_$j = (wn + 16u * $ju) * SK + 16u * $hu;
-            let fb_$j = coopLoad<coop_mat16x16<f16, B>>(&b_sh[ib_$j], SK);
+            let ib_$j = (wn + 16u * $ju) * SK4 + 4u * $hu;
+            let fb_$j = coopLoad<coop_mat16x16<f16, B>>(&b_sh[ib_$j], SK4);
 #unroll i 4
             acc_$i_$j = coopMultiplyAdd(fa_$i, fb_$j, acc_$i_$j);
 #endunroll

@@ -735,11 +735,15 @@ fn tiled_key(a: DType) -> PipelineKey {
 
 /// Fewest activation columns `mul_mat_coop.wgsl` takes (fewer go to the tiled kernel).
 const COOP_MIN_N: u64 = 16;
-/// Weight rows of a `mul_mat_coop.wgsl` tile.
-const COOP_BM: u64 = 256;
-/// Output tiles of 256 × 128 a product needs for the 128-column coop tiles: about one
-/// workgroup per compute unit of a large GPU (an H200 has 132, and a 256 × 128 workgroup's
-/// registers fill one); with fewer, 256 × 64 tiles keep twice as many workgroups.
+/// Weight rows of a `mul_mat_coop.wgsl` tile (its invocations). 256-row tiles (8 subgroups)
+/// fill an H200 compute unit's registers alone, so its barriers stall it; two 128-row
+/// workgroups share one and overlap. On an H200 that took pp512 of the Llama 3.1 8B and 3.2
+/// 1B q4_0 shapes from 5,313 and 22,668 to 6,265 and 28,000 t/s (4096³ f16 went from 174 to
+/// 165 TFLOP/s).
+const COOP_BM: u32 = 128;
+/// Output tiles of `COOP_BM` × 128 a product needs for the 128-column coop tiles: with fewer,
+/// `COOP_BM` × 64 tiles keep twice as many workgroups (a 4096-row, 512-column product has
+/// 128; on an H200 it ran at 110 TFLOP/s in 128-column tiles, at 92 in 64-column ones).
 const COOP_WIDE_TILES: u64 = 128;
 /// Column tiles up to which `mul_mat_coop.wgsl` takes its tiles along n first (op word 6):
 /// the workgroups running at once then share each weight tile, which is read from memory
@@ -747,27 +751,27 @@ const COOP_WIDE_TILES: u64 = 128;
 /// cache. A 512-token prefill has 4 or 8 column tiles.
 const COOP_N_FIRST: u64 = 8;
 
-fn coop_key(a: DType, bn: u32) -> PipelineKey {
+fn coop_key(a: DType, bm: u32, bn: u32) -> PipelineKey {
     PipelineKey {
         kernel: Kernel::MulMatCoop { bn },
         dtypes: vec![a, DType::F32, DType::F32],
-        wg: 256,
+        wg: bm,
     }
 }
 
-/// Workgroup memory of `mul_mat_coop.wgsl` with `bn`-column tiles: one f16 step of 256
+/// Workgroup memory of `mul_mat_coop.wgsl` with `bm` × `bn` tiles: one f16 step of `bm`
 /// weight rows and `bn` activation columns (rows of 40 halves), and one 16 × 16 f32
 /// accumulator per subgroup for edge tiles.
-fn coop_storage(bn: u32) -> u32 {
-    (256 + bn) * 40 * 2 + 8 * 256 * 4
+fn coop_storage(bm: u32, bn: u32) -> u32 {
+    (bm + bn) * 40 * 2 + bm / 32 * 256 * 4
 }
 
-/// The tile width `mul_mat_coop.wgsl` runs a product of `m` rows of `k` weights, `n` columns
-/// and `batches` into `dst` with, or `None` for the tiled kernel: the device has cooperative
-/// matrices enabled with 16 × 16 × 16 f16 × f16 + f32 among their configurations, f16 and
-/// subgroups of exactly 32 (8 per workgroup), the workgroup memory, the rows are not empty
-/// and dst's rows are contiguous.
-fn coop_tile(ctx: &Ctx, dst: &Operand, [k, m, n, batches]: [u64; 4]) -> Option<u32> {
+/// The tile (rows, columns) `mul_mat_coop.wgsl` runs a product of `m` rows of `k` weights, `n`
+/// columns and `batches` into `dst` with, or `None` for the tiled kernel: the device has
+/// cooperative matrices enabled with 16 × 16 × 16 f16 × f16 + f32 among their configurations,
+/// f16 and subgroups of exactly 32, the workgroup memory, the rows are not empty and dst's rows
+/// are contiguous.
+fn coop_tile(ctx: &Ctx, dst: &Operand, [k, m, n, batches]: [u64; 4]) -> Option<(u32, u32)> {
     let c = ctx.caps;
     let f16_16 = c.cooperative_matrix_configs.iter().any(|p| {
         use wgpu::CooperativeScalarType as S;
@@ -781,12 +785,13 @@ fn coop_tile(ctx: &Ctx, dst: &Operand, [k, m, n, batches]: [u64; 4]) -> Option<u
         && k > 0
         && n >= COOP_MIN_N
         && dst.layout.nb[0] == 4;
-    let wide = m.div_ceil(COOP_BM) * n.div_ceil(128) * batches >= COOP_WIDE_TILES;
-    let fits = |bn: u32| coop_storage(bn) <= c.limits.max_compute_workgroup_storage_size;
+    let bm = COOP_BM;
+    let wide = m.div_ceil(u64::from(bm)) * n.div_ceil(128) * batches >= COOP_WIDE_TILES;
+    let fits = |bn: u32| coop_storage(bm, bn) <= c.limits.max_compute_workgroup_storage_size;
     match (ok, wide) {
         (false, _) => None,
-        (true, true) if fits(128) => Some(128),
-        (true, _) => Some(64).filter(|&bn| fits(bn)),
+        (true, true) if fits(128) => Some((bm, 128)),
+        (true, _) => Some((bm, 64)).filter(|&(_, bn)| fits(bn)),
     }
 }
 
@@ -795,7 +800,7 @@ fn coop_tile(ctx: &Ctx, dst: &Operand, [k, m, n, batches]: [u64; 4]) -> Option<u
 fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
     let (key, bm, bn) = match coop_tile(ctx, dst, [ea[0], ea[1], eb[1], eb[2] * eb[3]]) {
-        Some(bn) => (coop_key(a.dtype, bn), COOP_BM, u64::from(bn)),
+        Some((bm, bn)) => (coop_key(a.dtype, bm, bn), u64::from(bm), u64::from(bn)),
         None => (tiled_key(a.dtype), 64, 64),
     };
     let mut out = Vec::new();
@@ -866,7 +871,9 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             }
         }
         keys.push(tiled_key(a));
-        keys.extend([64, 128].map(|bn| coop_key(a, bn)));
+        for bm in [128, 256] {
+            keys.extend([64, 128].map(|bn| coop_key(a, bm, bn)));
+        }
     }
     // Each mat-vec variant with its weights read-only too.
     let read_only: Vec<PipelineKey> = keys
@@ -1035,16 +1042,17 @@ pub(super) mod tests {
     #[test]
     fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
         let on = caps(true, 32, 49152);
-        // One tile of 256 × 64 for 200 rows and 33 columns, two for 300 rows; 1 × 2 × 64 tiles
-        // of 256 × 128 are enough for the wide ones, 1 × 1 × 127 are not.
-        assert_eq!(planned(&on, 200, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 1));
-        assert_eq!(planned(&on, 300, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 2));
+        // Tiles of 128 rows: one of 128 × 64 for 100 rows and 33 columns, two for 200; 2 × 2 ×
+        // 64 tiles of 128 × 128 are enough for the wide ones, 1 × 1 × 127 are not.
+        assert_eq!(planned(&on, 100, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 1));
+        assert_eq!(planned(&on, 200, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 2));
+        assert_eq!(plan(&on, 200, 33, 1).key.wg, 128);
         assert_eq!(
             planned(&on, 130, 130, 64),
-            (Kernel::MulMatCoop { bn: 128 }, 128)
+            (Kernel::MulMatCoop { bn: 128 }, 2 * 2 * 64)
         );
         assert_eq!(
-            planned(&on, 256, 128, 127),
+            planned(&on, 128, 128, 127),
             (Kernel::MulMatCoop { bn: 64 }, 2 * 127)
         );
         // Tiles along n first (op word 6: their count) up to 8 of them, along m beyond.
@@ -1057,19 +1065,20 @@ pub(super) mod tests {
             Kernel::MulMatVec { .. }
         ));
         assert_eq!(planned(&on, 200, 15, 1), (Kernel::MulMatTiled, 4));
-        // Not enabled, other subgroup sizes, or too little workgroup memory for either tile.
+        // Not enabled, other subgroup sizes, or too little workgroup memory for either tile
+        // (128 × 64 takes 19,456 bytes).
         for c in [
             caps(false, 32, 49152),
             caps(true, 64, 49152),
-            caps(true, 32, 32768),
+            caps(true, 32, 19452),
         ] {
             assert_eq!(planned(&c, 200, 33, 1), (Kernel::MulMatTiled, 4));
         }
-        // Memory for the 256 × 64 tiles only.
-        let narrow = caps(true, 32, 36864);
+        // Memory for the 128 × 64 tiles only (128 × 128 takes 24,576 bytes).
+        let narrow = caps(true, 32, 24572);
         assert_eq!(
             planned(&narrow, 130, 130, 64),
-            (Kernel::MulMatCoop { bn: 64 }, 3 * 64)
+            (Kernel::MulMatCoop { bn: 64 }, 2 * 3 * 64)
         );
     }
 }

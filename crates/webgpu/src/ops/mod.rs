@@ -14,7 +14,7 @@
 //!   of 32, up to 4 rows while 1,024 workgroups remain). More columns (prefill) take
 //!   `mul_mat_tiled.wgsl`, or `mul_mat_coop.wgsl` when the device has cooperative matrices
 //!   enabled (`--experimental`) with a 16×16×16 f16→f32 configuration and subgroups of 32
-//!   (`coop_tile`: 256 × 128 tiles when the product has enough of them, else 256 × 64).
+//!   (`coop_tile`: 128 × 128 tiles when the product has enough of them, else 128 × 64).
 //!   Integer weight formats take int8 activations in the mat-vec with `int8_activations` in
 //!   the config. Anything else takes `mul_mat.wgsl`. A weight past the binding limit runs as
 //!   windows of rows (`windows.rs`).

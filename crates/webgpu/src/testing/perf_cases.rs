@@ -67,7 +67,7 @@ pub fn large_cases() -> Vec<LargeCase> {
     }
     // Prefill of Llama 3.1 8B's q4_0 and q4_K layers (512 tokens): the weights decoded per tile.
     for wt in [DType::Q4_0, DType::Q4_K] {
-        for (k, m) in [(4096, 4096), (4096, 14336)] {
+        for (k, m) in [(4096, 4096), (4096, 14336), (14336, 4096), (4096, 1024)] {
             out.push(LargeCase {
                 case: mat_case(wt, k, m, 512),
                 check: false,
