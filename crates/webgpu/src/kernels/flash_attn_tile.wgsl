@@ -19,7 +19,8 @@
 // only the tiles between run: a causal prefill skips the upper triangle, a window what lies
 // before it. The row sums are summed over the row's eight invocations at the end.
 // Keys past n_kv are loaded clamped and scored NEG. Workgroup memory: 16 (BQ + BK) (D / 4 + 1)
-// + 4 BK DV + 9 BQ BK + 16 bytes (`tile_storage` in ops/attention.rs).
+// + 4 BK DV + 9 BQ BK + 48 bytes (`tile_storage` in ops/attention.rs; WebGPU counts each
+// variable rounded up to 16 bytes: lo_a, hi_a and range take 48).
 
 const BQ: u32 = {{BQ}}u;
 const BK: u32 = 16u;
@@ -54,6 +55,11 @@ var<workgroup> range: vec2<u32>;
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let g = group_id(wid, nwg);
+    // Past 65,535 blocks the grid is two rows, rounded up: the workgroups past the last block
+    // have none (their b would be past the batch, their stores past dst).
+    if (g >= n_items()) {
+        return;
+    }
     let n_head = t_ne(0u, 2u);
     let n_q = t_ne(0u, 1u);
     let blocks = (n_q + BQ - 1u) / BQ;

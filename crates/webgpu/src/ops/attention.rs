@@ -159,10 +159,12 @@ fn tile_key(
     }
 }
 
-/// Workgroup memory of `flash_attn_tile.wgsl` with `bq` rows a block (its header's formula).
+/// Workgroup memory of `flash_attn_tile.wgsl` with `bq` rows a block (its header's formula),
+/// as WebGPU counts it: each variable rounded up to 16 bytes, so the key range's two atomics
+/// and its vec2 take 48.
 fn tile_storage(bq: u64, d: u64, dv: u64) -> u64 {
     const BK: u64 = 16;
-    16 * (bq + BK) * (d / 4 + 1) + 4 * BK * dv + 9 * bq * BK + 16
+    16 * (bq + BK) * (d / 4 + 1) + 4 * BK * dv + 9 * bq * BK + 48
 }
 
 /// The rows a block of `flash_attn_tile.wgsl` takes for `n_q` query rows of heads `d`, `dv`,
@@ -511,6 +513,37 @@ mod tests {
     /// Llama 8B's decode attention over a cache of `n_kv` keys.
     fn planned(n_kv: u64) -> Vec<crate::ops::Dispatch> {
         plan(128, 1, n_kv, 49152)
+    }
+
+    /// `tile_storage` is what WebGPU counts for the tile kernel's workgroup variables, each
+    /// rounded up to 16 bytes (under would fail pipelines on devices with exactly that much).
+    /// naga lists every declared variable: without a mask the key range's three are unused,
+    /// which WebGPU leaves out, so the formula is then over by 48 bytes.
+    #[test]
+    fn tile_storage_is_the_kernels_workgroup_memory() {
+        use wgpu::naga;
+        for (d, dv, bq) in [
+            (64, 64, 32),
+            (128, 128, 16),
+            (40, 80, 8),
+            (192, 128, 8),
+            (256, 256, 8),
+        ] {
+            for mask in [Some(DType::F16), None] {
+                let key = super::tile_key(DType::F16, DType::F16, mask, true, (d, dv), bq);
+                let src = crate::shaders::source(&key).unwrap();
+                let module = naga::front::wgsl::parse_str(&src).unwrap();
+                let used: u64 = module
+                    .global_variables
+                    .iter()
+                    .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+                    .map(|(_, v)| u64::from(module.types[v.ty].inner.size(module.to_ctx())))
+                    .map(|size| size.next_multiple_of(16))
+                    .sum();
+                let formula = super::tile_storage(bq.into(), d.into(), dv.into());
+                assert_eq!(used, formula, "d {d}, dv {dv}, {bq} rows, mask {mask:?}");
+            }
+        }
     }
 
     #[test]
