@@ -482,8 +482,9 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             ..BASE
         },
         // Prefill by tiles of keys: several blocks of query rows and a partial last one,
-        // a causal upper triangle and the keys before a window skipped, head sizes up to 256,
-        // no mask, and NaN in the rows no query sees (unwritten cache rows).
+        // a causal upper triangle and the keys before a window skipped, head sizes up to 256
+        // (lavapipe's 32 KiB of workgroup memory runs 256 on the row kernel), no mask, and NaN
+        // in the rows no query sees (unwritten cache rows).
         Spec {
             d: 128,
             dv: 128,
@@ -562,6 +563,36 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             kv: DType::F16,
             mask: prefix16,
             nan_hidden: true,
+            ..BASE
+        },
+        // K and V heads of different sizes, 192 and 128 (blocks of 8 rows in 32 KiB of
+        // workgroup memory), a mask row per head with ALiBi.
+        Spec {
+            d: 192,
+            dv: 128,
+            n_q: 20,
+            n_kv: 70,
+            n_head: 4,
+            n_head_kv: 2,
+            kv: DType::F16,
+            mask: random32_dead,
+            m2: 4,
+            max_bias: 8.0,
+            scale: 0.07,
+            ..BASE
+        },
+        // More query rows than keys: the first block sees no key at all (no tile runs), the
+        // second some rows none; sinks, and heads of 80 (the last vec4 columns unowned).
+        Spec {
+            d: 80,
+            dv: 80,
+            n_q: 40,
+            n_kv: 6,
+            n_head: 2,
+            n_head_kv: 1,
+            kv: DType::BF16,
+            mask: causal16,
+            sinks: true,
             ..BASE
         },
     ];
