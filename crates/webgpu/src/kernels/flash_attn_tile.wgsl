@@ -102,7 +102,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var j = lid; j < n_kv; j += WG) {
         var seen = false;
         for (var r = 0u; r < rows_here; r++) {
-            seen = seen || load_src3(mrow0 + (q0 + r) * mnb1 + j * mnb0) >= NEG;
+            // `|`, not `||`: every load is issued without waiting on the last one's value.
+            seen = seen | (load_src3(mrow0 + (q0 + r) * mnb1 + j * mnb0) >= NEG);
         }
         if (seen) {
             lo = min(lo, j);
@@ -149,22 +150,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let grp = lid / BK;
             let key = t0 + c;
             var seen = false;
-            for (var j = 0u; j < 4u; j++) {
-                let r = grp + RG * j;
-                var s = NEG;
-                if (key < n_kv && q0 + r < n_q) {
+            // The four mask loads first (clamped into the mask), all in flight together.
+#unroll j 4
+            let r_$j = grp + RG * $ju;
+            let in_$j = key < n_kv && q0 + r_$j < n_q;
 #if MASK
-                    let mv = load_src3(mrow0 + (q0 + r) * mnb1 + key * mnb0);
-                    if (mv >= NEG) {
-                        s = slope * mv;
-                    }
+            let mv_$j = slope * load_src3(mrow0 + min(q0 + r_$j, n_q - 1u) * mnb1
+                + min(key, n_kv - 1u) * mnb0);
 #else
-                    s = 0.0;
+            let mv_$j = 0.0;
 #endif
+#endunroll
+#unroll j 4
+            {
+                var s = NEG;
+                if (in_$j && mv_$j >= NEG) {
+                    s = mv_$j;
                 }
                 seen = seen || s > NEG;
-                ssh[r * BK + c] = s;
+                ssh[r_$j * BK + c] = s;
             }
+#endunroll
             live[grp * BK + c] = select(0u, 1u, seen);
         }
         workgroupBarrier();
