@@ -31,6 +31,7 @@ const ROPE: &str = include_str!("kernels/rope.wgsl");
 const ROPE_ANGLE: &str = include_str!("kernels/rope_angle.wgsl");
 const FLASH_ATTN: &str = include_str!("kernels/flash_attn.wgsl");
 const FLASH_ATTN_TILE: &str = include_str!("kernels/flash_attn_tile.wgsl");
+const FLASH_ATTN_COOP: &str = include_str!("kernels/flash_attn_coop.wgsl");
 const FLASH_ATTN_KV: &str = include_str!("kernels/flash_attn_kv.wgsl");
 const FLASH_ATTN_COMBINE: &str = include_str!("kernels/flash_attn_combine.wgsl");
 const FLASH_ATTN_VEC: &str = include_str!("kernels/flash_attn_vec.wgsl");
@@ -123,6 +124,14 @@ pub enum Kernel {
     /// `flash_attn_tile.wgsl`, prefill attention: one workgroup per block of `wg / 4` query
     /// rows of a head, K and V read a tile of keys at a time for the whole block.
     FlashAttnTile {
+        mask: bool,
+        sinks: bool,
+        d: u32,
+        dv: u32,
+    },
+    /// `flash_attn_coop.wgsl`, prefill attention on cooperative matrices: one workgroup per
+    /// block of 64 query rows of a head, f16 K/V bound as vec4<u32> words.
+    FlashAttnCoop {
         mask: bool,
         sinks: bool,
         d: u32,
@@ -473,14 +482,19 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             ..
         }
     ) && key.dtypes.last() == Some(&DType::F16);
-    if key.dtypes.contains(&DType::F16) && (!mat_vec || f16_caches) {
+    let coop = matches!(
+        key.kernel,
+        Kernel::MulMatCoop { .. } | Kernel::FlashAttnCoop { .. }
+    );
+    if coop || key.dtypes.contains(&DType::F16) && (!mat_vec || f16_caches) {
         head.push_str("enable f16;\n\n");
     }
     // naga takes every loop counter for non-uniform, so it rejects cooperative matrix
     // operations inside any loop as non-uniform control flow (a derivative_uniformity
-    // diagnostic); mul_mat_coop.wgsl's loop bounds and branches are uniform per workgroup.
-    if let Kernel::MulMatCoop { .. } = key.kernel {
-        head.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
+    // diagnostic); the coop kernels' loop bounds and branches are uniform per workgroup (or,
+    // around a fragment load, per subgroup).
+    if coop {
+        head.push_str("enable wgpu_cooperative_matrix;\n");
         head.push_str("diagnostic(off, derivative_uniformity);\n\n");
     }
     for (k, &dt) in key.dtypes.iter().enumerate() {
@@ -670,6 +684,24 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("NO", (dv / 4).div_ceil(8).to_string()));
             readers = flash_attn_readers(&key.dtypes, "ROWS")?;
             FLASH_ATTN_TILE
+        }
+        Kernel::FlashAttnCoop { mask, sinks, d, dv } => {
+            if mask {
+                flags.push("MASK");
+            }
+            if sinks {
+                flags.push("SINKS");
+            }
+            if !(d.is_multiple_of(16) && dv.is_multiple_of(16) && key.wg == 128) {
+                let wg = key.wg;
+                return Err(format!("flash_attn_coop: d = {d}, dv = {dv}, wg = {wg}"));
+            }
+            vars.push(("D", d.to_string()));
+            vars.push(("DV", dv.to_string()));
+            // q fragments and output accumulators per subgroup (`#unroll` counts).
+            vars.push(("NQ", (d / 16).to_string()));
+            vars.push(("NO", (dv / 16).to_string()));
+            FLASH_ATTN_COOP
         }
         Kernel::FlashAttnCombine { sinks, dv } => {
             if sinks {
@@ -939,10 +971,13 @@ fn unit_flag(dtype: DType) -> &'static str {
     }
 }
 
-/// Whether binding `k` of a `flash_attn_vec.wgsl` variant is a float K/V read as vec4<u32>.
+/// Whether binding `k` of a `flash_attn_vec.wgsl` or `flash_attn_coop.wgsl` variant is a
+/// float K/V read as vec4<u32>.
 fn wide_kv(kernel: &Kernel, k: usize, dtype: DType) -> bool {
-    matches!(kernel, Kernel::FlashAttnVec { .. })
-        && (k == 1 || k == 2)
+    matches!(
+        kernel,
+        Kernel::FlashAttnVec { .. } | Kernel::FlashAttnCoop { .. }
+    ) && (k == 1 || k == 2)
         && matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
 }
 
@@ -1022,7 +1057,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("{key:?}:\n{}", e.emit_to_string(&src)));
             // The cooperative-matrix kernels cannot run here (lavapipe has none): their SPIR-V
             // is at least written, where naga's writer fails on some accepted WGSL (GPU.md).
-            if let Kernel::MulMatCoop { .. } = key.kernel {
+            if let Kernel::MulMatCoop { .. } | Kernel::FlashAttnCoop { .. } = key.kernel {
                 let opts = naga::back::spv::Options::default();
                 naga::back::spv::write_vec(&module, &info, &opts, None)
                     .unwrap_or_else(|e| panic!("{key:?}: SPIR-V: {e}"));

@@ -1,7 +1,8 @@
 //! Fused attention: ggml_flash_attn_ext. Few query rows (decode) run `flash_attn_vec.wgsl`, the
 //! query heads of one K/V head together and the keys cut into splits merged by
-//! `flash_attn_combine.wgsl`; many rows (prefill) run `flash_attn_tile.wgsl`, blocks of rows
-//! sharing each tile of K and V; what neither takes (head sizes not a multiple of 4, or too
+//! `flash_attn_combine.wgsl`; many rows (prefill) run `flash_attn_coop.wgsl` where cooperative
+//! matrices do (f16 K/V, heads of 128), else `flash_attn_tile.wgsl`, blocks of rows sharing
+//! each tile of K and V; what neither takes (head sizes not a multiple of 4, or too
 //! large for the tile's workgroup memory; decode without subgroups) runs `flash_attn.wgsl`, a
 //! workgroup a row. K/V readers in `flash_attn_kv.wgsl`.
 
@@ -181,6 +182,56 @@ fn tile_rows(ctx: &Ctx, n_q: u64, d: u64, dv: u64) -> Option<u32> {
         .find(|&bq| tile_storage(u64::from(bq), d, dv) <= room && u64::from(4 * bq) <= invocations)
 }
 
+fn coop_key(mask: Option<DType>, sinks: bool, (d, dv): (u32, u32)) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::FlashAttnCoop {
+            mask: mask.is_some(),
+            sinks,
+            d,
+            dv,
+        },
+        dtypes: attn_dtypes(DType::F16, DType::F16, mask),
+        wg: 128,
+    }
+}
+
+/// Largest head sizes of `flash_attn_coop.wgsl`: a subgroup holds its q as d / 16 fragments and
+/// its output as dv / 16 accumulators, beside two score accumulators.
+const COOP_MAX_HEAD: u64 = 128;
+/// Smallest K head size `flash_attn_coop.wgsl` takes: its cost per tile is mostly the scalar
+/// softmax of two passes, the same for every head size, so it wins only where the products
+/// are large. On an H200 (pp512, Vulkan): Llama 3.1 8B's heads of 128 took 11.6 ms of
+/// attention on it against 15.7 on `flash_attn_tile.wgsl`; the 1B's and SmolLM2's heads of 64
+/// took 5.8 and 11.6 ms against 3.5 and 3.3.
+const COOP_MIN_HEAD: u64 = 128;
+
+/// Workgroup memory of `flash_attn_coop.wgsl` (q's 64 rows, then K tiles of 32, padded by 8
+/// halves, Vᵀ of dv rows of 40 halves, f32 scores and f16 probabilities of 64 rows, four
+/// 16-byte words of key bits and range).
+fn coop_storage(d: u64, dv: u64) -> u64 {
+    64 * (d + 8) * 2 + dv * 40 * 2 + 64 * 32 * 4 + 64 * 40 * 2 + 4 * 16
+}
+
+/// Whether `flash_attn_coop.wgsl` takes an attention of `n_q` query rows: prefill-sized,
+/// cooperative matrices (as the coop products need them), f16 K and V read as whole 16-byte
+/// words, head sizes multiples of 16 from [`COOP_MIN_HEAD`] (K) up to [`COOP_MAX_HEAD`], and
+/// the workgroup memory.
+fn coop_attention(ctx: &Ctx, n_q: u64, (k, v): (&Operand, &Operand)) -> bool {
+    let (d, dv) = (k.layout.ne[0], v.layout.ne[0]);
+    let room = u64::from(ctx.caps.limits.max_compute_workgroup_storage_size);
+    n_q > VEC_MAX_Q
+        && super::matmul::coop_f16(ctx.caps)
+        && k.dtype == DType::F16
+        && v.dtype == DType::F16
+        && d >= COOP_MIN_HEAD
+        && [d, dv]
+            .iter()
+            .all(|&n| n.is_multiple_of(16) && n <= COOP_MAX_HEAD)
+        && vec_reads(ctx, k, d)
+        && vec_reads(ctx, v, dv)
+        && coop_storage(d, dv) <= room
+}
+
 fn combine_key(sinks: bool, dv: u32) -> PipelineKey {
     PipelineKey {
         kernel: Kernel::FlashAttnCombine { sinks, dv },
@@ -270,15 +321,16 @@ pub(super) fn flash_attn_ext(
     let n_rows = q.layout.ne[1] * q.layout.ne[3];
     let n_kv = k.layout.ne[1];
     let mask_dtype = mask.as_ref().map(|m| m.dtype);
-    if let Some(bq) = tile_rows(ctx, q.layout.ne[1], d, dv) {
-        let key = tile_key(
-            k.dtype,
-            v.dtype,
-            mask_dtype,
-            sinks.is_some(),
-            (ctx.items(d)?, ctx.items(dv)?),
-            bq,
-        );
+    // Prefill: cooperative matrices where they run, else the f32 tiles.
+    let heads = (ctx.items(d)?, ctx.items(dv)?);
+    let prefill = match coop_attention(ctx, q.layout.ne[1], (&k, &v)) {
+        true => Some((coop_key(mask_dtype, sinks.is_some(), heads), 64)),
+        false => tile_rows(ctx, q.layout.ne[1], d, dv).map(|bq| {
+            let key = tile_key(k.dtype, v.dtype, mask_dtype, sinks.is_some(), heads, bq);
+            (key, bq)
+        }),
+    };
+    if let Some((key, bq)) = prefill {
         let groups = q.layout.ne[1].div_ceil(u64::from(bq)) * n_head * q.layout.ne[3];
         let operands = vec![
             q.clone(),
@@ -439,6 +491,13 @@ pub(super) fn keys() -> Vec<PipelineKey> {
     for k in KV {
         keys.push(tile_key(k, k, Some(DType::F16), false, (64, 64), 16));
     }
+    for (mask, sinks, heads) in [
+        (Some(DType::F16), false, (128, 128)),
+        (Some(DType::F32), true, (64, 64)),
+        (None, true, (128, 64)),
+    ] {
+        keys.push(coop_key(mask, sinks, heads));
+    }
     for mask in [None, Some(DType::F32)] {
         for sinks in [false, true] {
             for (d, dv, bq) in [(40, 40, 32), (128, 128, 32), (256, 256, 8), (192, 128, 16)] {
@@ -519,6 +578,29 @@ mod tests {
     /// rounded up to 16 bytes (under would fail pipelines on devices with exactly that much).
     /// naga lists every declared variable: without a mask the key range's three are unused,
     /// which WebGPU leaves out, so the formula is then over by 48 bytes.
+    /// `coop_storage` likewise for `flash_attn_coop.wgsl`.
+    #[test]
+    fn coop_storage_is_the_kernels_workgroup_memory() {
+        use wgpu::naga;
+        for (d, dv) in [(64, 64), (128, 128), (128, 64), (16, 112)] {
+            let key = super::coop_key(Some(DType::F16), true, (d, dv));
+            let src = crate::shaders::source(&key).unwrap();
+            let module = naga::front::wgsl::parse_str(&src).unwrap();
+            let used: u64 = module
+                .global_variables
+                .iter()
+                .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+                .map(|(_, v)| u64::from(module.types[v.ty].inner.size(module.to_ctx())))
+                .map(|size| size.next_multiple_of(16))
+                .sum();
+            assert_eq!(
+                used,
+                super::coop_storage(d.into(), dv.into()),
+                "d {d}, dv {dv}"
+            );
+        }
+    }
+
     #[test]
     fn tile_storage_is_the_kernels_workgroup_memory() {
         use wgpu::naga;
@@ -569,6 +651,25 @@ mod tests {
         assert_eq!(kernel(256, 512, 32768).0, "rows");
         // Rows of K are read as vec4s.
         assert_eq!(kernel(42, 512, 49152).0, "rows");
+        // With cooperative matrices, f16 K/V of heads of 128 take 64 rows a workgroup.
+        let coop = |d, n_q| {
+            let mut g = Graph::new();
+            let q = g.input("q", DType::F32, [d, n_q, 32, 1]).unwrap();
+            let k = g.input("k", DType::F16, [d, 600, 8, 1]).unwrap();
+            let a = g
+                .flash_attn_ext(q, k, k, None, None, 0.1, 0.0, 0.0)
+                .unwrap();
+            let caps = super::super::matmul::tests::caps(true, 32, 49152);
+            let p = super::super::plan_node(&g, a, &caps).unwrap();
+            (p[0].key.kernel, p[0].items)
+        };
+        assert!(matches!(
+            coop(128, 512),
+            (Kernel::FlashAttnCoop { d: 128, .. }, 256)
+        ));
+        assert!(matches!(coop(256, 512).0, Kernel::FlashAttnTile { .. }));
+        assert!(matches!(coop(64, 512).0, Kernel::FlashAttnTile { .. }));
+        assert!(matches!(coop(128, 8).0, Kernel::FlashAttnVec { .. }));
         // A block takes 32 rows: 512 rows of 32 heads are 16 · 32 workgroups.
         assert_eq!(plan(128, 512, 600, 49152)[0].items, 16 * 32);
     }

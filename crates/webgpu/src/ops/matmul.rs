@@ -9,6 +9,7 @@ use wgllm_core::{DType, Op, Result};
 use super::rows::QUANTS;
 use super::{windows, Ctx, Dispatch, Operand, ABSENT, SCRATCH};
 use crate::config::{Int8Activations, INT8_MIN_WEIGHT_BYTES};
+use crate::device::Capabilities;
 use crate::shaders::{Kernel, PipelineKey, VecEpilogue, VecSlots, OP_WORDS};
 
 /// Invocations per mul_mat workgroup (a power of two: the reduction halves it).
@@ -766,25 +767,27 @@ fn coop_storage(bm: u32, bn: u32) -> u32 {
     (bm + bn) * 40 * 2 + bm / 32 * 256 * 4
 }
 
-/// The tile (rows, columns) `mul_mat_coop.wgsl` runs a product of `m` rows of `k` weights, `n`
-/// columns and `batches` into `dst` with, or `None` for the tiled kernel: the device has
+/// Whether the coop kernels (`mul_mat_coop.wgsl`, `flash_attn_coop.wgsl`) run on a device:
 /// cooperative matrices enabled with 16 × 16 × 16 f16 × f16 + f32 among their configurations,
-/// f16 and subgroups of exactly 32, the workgroup memory, the rows are not empty and dst's rows
-/// are contiguous.
-fn coop_tile(ctx: &Ctx, dst: &Operand, [k, m, n, batches]: [u64; 4]) -> Option<(u32, u32)> {
-    let c = ctx.caps;
+/// f16, and subgroups of exactly 32.
+pub(super) fn coop_f16(c: &Capabilities) -> bool {
     let f16_16 = c.cooperative_matrix_configs.iter().any(|p| {
         use wgpu::CooperativeScalarType as S;
         (p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type) == (16, 16, 16, S::F16, S::F32)
     });
-    let ok = c.cooperative_matrix
+    c.cooperative_matrix
         && f16_16
         && c.shader_f16
         && c.subgroups
         && (c.subgroup_min_size, c.subgroup_max_size) == (32, 32)
-        && k > 0
-        && n >= COOP_MIN_N
-        && dst.layout.nb[0] == 4;
+}
+
+/// The tile (rows, columns) `mul_mat_coop.wgsl` runs a product of `m` rows of `k` weights, `n`
+/// columns and `batches` into `dst` with, or `None` for the tiled kernel: [`coop_f16`], the
+/// workgroup memory, the rows are not empty and dst's rows are contiguous.
+fn coop_tile(ctx: &Ctx, dst: &Operand, [k, m, n, batches]: [u64; 4]) -> Option<(u32, u32)> {
+    let c = ctx.caps;
+    let ok = coop_f16(c) && k > 0 && n >= COOP_MIN_N && dst.layout.nb[0] == 4;
     let bm = COOP_BM;
     let wide = m.div_ceil(u64::from(bm)) * n.div_ceil(128) * batches >= COOP_WIDE_TILES;
     let fits = |bn: u32| coop_storage(bm, bn) <= c.limits.max_compute_workgroup_storage_size;
@@ -911,7 +914,7 @@ pub(super) mod tests {
     use bytes::Bytes;
     use wgllm_core::{DType, Graph};
 
-    use crate::device::Capabilities;
+    use super::Capabilities;
     use crate::shaders::{Kernel, VecEpilogue};
 
     /// A device with cooperative matrices (16 × 16 × 16, f16 × f16 + f32) enabled or not,

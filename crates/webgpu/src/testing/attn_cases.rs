@@ -10,12 +10,20 @@
 //! so every K/V dtype is plain f32 math on both sides; what differs is the summation order of the
 //! dot products and of the online softmax (per tile of 64 keys here, per key there) and WGSL's
 //! `exp`/`tanh`, which are not correctly rounded. Those are relative errors of ~1e-6 at most on
-//! each output, so NMSE 1e-10 as for the other f32 math ops ([`F32_MATH`]). The selections
-//! return indices: exact.
+//! each output, so NMSE 1e-10 as for the other f32 math ops ([`F32_MATH`]); prefill cases allow
+//! the f16 rounding of the cooperative-matrix kernel ([`ATTN_PREFILL`]). The selections return
+//! indices: exact.
 
 use wgllm_core::{DType, Graph, Result, TensorId};
 
 use super::cases::{case, input, EXACT, F32_MATH};
+
+/// Prefill attention (more than 8 query rows), which runs on f16 operands where cooperative
+/// matrices are enabled: q and the probabilities rounded to f16 (a relative error of 2^-11 at
+/// most each), sums in f32; ~1e-7 for these cases, as the f16 products' [`MATMUL_F16`].
+///
+/// [`MATMUL_F16`]: super::cases::MATMUL_F16
+const ATTN_PREFILL: f64 = 1e-6;
 use super::{random_bytes, Built, Case, Rng};
 
 /// Which logits a mask hides.
@@ -481,6 +489,38 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             sinks: true,
             ..BASE
         },
+        // Prefill on cooperative matrices where they run (f16 K/V, K heads of 128): a whole
+        // block of 64 rows stored straight from the accumulators, GQA with a mask row per head
+        // and ALiBi, V heads apart from K's; a partial block over a window with sinks and
+        // softcap.
+        Spec {
+            d: 128,
+            dv: 64,
+            n_q: 64,
+            n_kv: 200,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::F16,
+            mask: runs32_dead,
+            m2: 8,
+            max_bias: 8.0,
+            scale: 0.088,
+            ..BASE
+        },
+        Spec {
+            d: 128,
+            dv: 128,
+            n_q: 70,
+            n_kv: 300,
+            n_head: 4,
+            n_head_kv: 1,
+            kv: DType::F16,
+            mask: window16,
+            sinks: true,
+            softcap: 30.0,
+            scale: 0.088,
+            ..BASE
+        },
         // Prefill by tiles of keys: several blocks of query rows and a partial last one,
         // a causal upper triangle and the keys before a window skipped, head sizes up to 256
         // (lavapipe's 32 KiB of workgroup memory runs 256 on the row kernel), no mask, and NaN
@@ -606,7 +646,8 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             mask_desc.unwrap_or_else(|| "none".into()), s.m2, s.sinks, s.softcap, s.max_bias,
             if s.nan_hidden { " NaN in hidden rows" } else { "" }
         );
-        out.push(case("FLASH_ATTN_EXT", desc, F32_MATH, move |g, rng| {
+        let tol = if s.n_q > 8 { ATTN_PREFILL } else { F32_MATH };
+        out.push(case("FLASH_ATTN_EXT", desc, tol, move |g, rng| {
             let mut b = Built::default();
             let q = input(
                 g,
