@@ -521,6 +521,38 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             scale: 0.088,
             ..BASE
         },
+        // The same without a mask (the kernel's other variant: every key below n_kv, the last
+        // tile cut short), batch 2: whole blocks of the second batch and a later block stored
+        // straight from the accumulators.
+        Spec {
+            d: 128,
+            dv: 128,
+            n_q: 128,
+            n_kv: 45,
+            n_head: 4,
+            n_head_kv: 2,
+            batch: 2,
+            kv: DType::F16,
+            sinks: true,
+            softcap: 20.0,
+            scale: 0.088,
+            ..BASE
+        },
+        // A first block that sees no key (no tile runs; the sinks alone), fewer keys than a
+        // tile.
+        Spec {
+            d: 128,
+            dv: 64,
+            n_q: 80,
+            n_kv: 10,
+            n_head: 2,
+            n_head_kv: 1,
+            kv: DType::F16,
+            mask: causal16,
+            sinks: true,
+            scale: 0.088,
+            ..BASE
+        },
         // Prefill by tiles of keys: several blocks of query rows and a partial last one,
         // a causal upper triangle and the keys before a window skipped, head sizes up to 256
         // (lavapipe's 32 KiB of workgroup memory runs 256 on the row kernel), no mask, and NaN
