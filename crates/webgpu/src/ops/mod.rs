@@ -23,8 +23,11 @@
 //!   over caches of at most 1,024 keys unsplit, one query head and 256 lanes a workgroup; over
 //!   longer ones split along the keys (`flash_attn_combine.wgsl` merges), the query heads that
 //!   share a K/V head grouped up to 256 output values a workgroup through 2,048 keys (2 heads
-//!   of 128), 512 beyond. Other shapes and devices take `flash_attn.wgsl`, split the same way
-//!   for few rows.
+//!   of 128), 512 beyond. More rows (prefill) take `flash_attn_coop.wgsl` on cooperative
+//!   matrices for f16 K/V with K heads of 128, else `flash_attn_tile.wgsl` (blocks of 32, 16
+//!   or 8 rows by workgroup memory, heads a multiple of 4); both skip the key tiles the mask
+//!   hides from a whole block. Other shapes and devices take `flash_attn.wgsl`, split the same
+//!   way for few rows.
 //! - **argmax / top_k** (`top_k.rs`): a subgroup (else workgroup) reduction for k = 1, a radix
 //!   select beyond; vocabulary-long rows first per chunk, then merged.
 //! - **Fusions** (`fuse.rs`): patterns planned as one dispatch (norm into the products, q/k/v,
