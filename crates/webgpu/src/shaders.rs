@@ -32,6 +32,7 @@ const ROPE_ANGLE: &str = include_str!("kernels/rope_angle.wgsl");
 const FLASH_ATTN: &str = include_str!("kernels/flash_attn.wgsl");
 const FLASH_ATTN_TILE: &str = include_str!("kernels/flash_attn_tile.wgsl");
 const FLASH_ATTN_COOP: &str = include_str!("kernels/flash_attn_coop.wgsl");
+const FLASH_ATTN_RANGE: &str = include_str!("kernels/flash_attn_range.wgsl");
 const FLASH_ATTN_KV: &str = include_str!("kernels/flash_attn_kv.wgsl");
 const FLASH_ATTN_COMBINE: &str = include_str!("kernels/flash_attn_combine.wgsl");
 const FLASH_ATTN_VEC: &str = include_str!("kernels/flash_attn_vec.wgsl");
@@ -920,6 +921,12 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     if mat_vec {
         text.push_str(QUANT_UNIT);
         text.push_str(QUANT_PART);
+    }
+    if matches!(
+        key.kernel,
+        Kernel::FlashAttnTile { .. } | Kernel::FlashAttnCoop { .. }
+    ) {
+        text.push_str(FLASH_ATTN_RANGE);
     }
     if matches!(
         key.kernel,

@@ -28,7 +28,8 @@
 // to the scores in f32 as `flash_attn.wgsl` does. V rows that no row of the block sees are
 // loaded as zeros (a ballot of the lanes that saw their key), so NaN in a cache's unwritten
 // rows cannot reach the output through 0 · NaN. As `flash_attn_tile.wgsl`, the block's mask is
-// scanned first for the first and last key any row sees, and only the tiles between run.
+// scanned first for the first and last key any row sees (`flash_attn_range.wgsl`), and only the
+// tiles between run.
 // Rows past n_q score nothing and are not stored; keys past n_kv are loaded clamped and score
 // NEG.
 
@@ -54,9 +55,6 @@ var<workgroup> s_sh: array<f32, BQ * BK>;
 var<workgroup> p_sh: array<vec4<f16>, BQ * PS / 4u>;
 // Keys of the tile that some row of each subgroup sees (bit per key).
 var<workgroup> vis: array<u32, 4>;
-var<workgroup> lo_a: atomic<u32>;
-var<workgroup> hi_a: atomic<u32>;
-var<workgroup> range: vec2<u32>;
 
 // The four f16 values of two words (naga has no bitcast from u32 words to f16 vectors).
 fn halves(w: vec2<u32>) -> vec4<f16> {
@@ -94,32 +92,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let mnb1 = t_nb(3u, 1u);
     let slope = alibi(h);
     let mrow0 = t_idx(3u, vec4<u32>(0u, 0u, h % t_ne(3u, 2u), b % t_ne(3u, 3u)));
-    let rows_here = min(BQ, n_q - q0);
-    if (lid == 0u) {
-        atomicStore(&lo_a, n_kv);
-        atomicStore(&hi_a, 0u);
-    }
-    workgroupBarrier();
-    var lo = n_kv;
-    var hi = 0u;
-    for (var j = lid; j < n_kv; j += WG) {
-        var seen = false;
-        for (var r = 0u; r < rows_here; r++) {
-            // `|`, not `||`: every load is issued without waiting on the last one's value.
-            seen = seen | (load_src3(mrow0 + (q0 + r) * mnb1 + j * mnb0) >= NEG);
-        }
-        if (seen) {
-            lo = min(lo, j);
-            hi = j + 1u;
-        }
-    }
-    atomicMin(&lo_a, lo);
-    atomicMax(&hi_a, hi);
-    workgroupBarrier();
-    if (lid == 0u) {
-        range = vec2<u32>(atomicLoad(&lo_a), atomicLoad(&hi_a));
-    }
-    let kv = workgroupUniformLoad(&range);
+    let kv = seen_range(lid, min(BQ, n_q - q0), n_kv, mrow0 + q0 * mnb1, mnb0, mnb1);
     let kv_first = kv.x / BK * BK;
     let kv_end = kv.y;
 #else

@@ -15,12 +15,13 @@
 //      scores in workgroup memory), rescales its outputs and its partial row sums, and writes
 //      its four probabilities; then, after a barrier, the output += P · V.
 // Phase 1 of the next tile overlaps phase 3's products (they touch other arrays).
-// Before the walk, the block's mask is scanned for the first and last key any row sees, and
-// only the tiles between run: a causal prefill skips the upper triangle, a window what lies
-// before it. The row sums are summed over the row's eight invocations at the end.
+// Before the walk, the block's mask is scanned for the first and last key any row sees
+// (`flash_attn_range.wgsl`), and only the tiles between run: a causal prefill skips the upper
+// triangle, a window what lies before it. The row sums are summed over the row's eight
+// invocations at the end.
 // Keys past n_kv are loaded clamped and scored NEG. Workgroup memory: 16 (BQ + BK) (D / 4 + 1)
 // + 4 BK DV + 9 BQ BK + 48 bytes (`tile_storage` in ops/attention.rs; WebGPU counts each
-// variable rounded up to 16 bytes: lo_a, hi_a and range take 48).
+// variable rounded up to 16 bytes: flash_attn_range.wgsl's three take 48).
 
 const BQ: u32 = {{BQ}}u;
 const BK: u32 = 16u;
@@ -46,10 +47,6 @@ var<workgroup> ssh: array<f32, BQ * BK>;
 var<workgroup> psh: array<f32, BQ * BK>;
 // live[g * BK + c]: some row of group g sees key c of the tile.
 var<workgroup> live: array<u32, RG * BK>;
-// The block's first and one-past-last seen key.
-var<workgroup> lo_a: atomic<u32>;
-var<workgroup> hi_a: atomic<u32>;
-var<workgroup> range: vec2<u32>;
 
 @compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -91,32 +88,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let slope = alibi(h);
     let mrow0 = t_idx(3u, vec4<u32>(0u, 0u, h % t_ne(3u, 2u), b % t_ne(3u, 3u)));
     let mnb1 = t_nb(3u, 1u);
-    let rows_here = min(BQ, n_q - q0);
-    if (lid == 0u) {
-        atomicStore(&lo_a, n_kv);
-        atomicStore(&hi_a, 0u);
-    }
-    workgroupBarrier();
-    var lo = n_kv;
-    var hi = 0u;
-    for (var j = lid; j < n_kv; j += WG) {
-        var seen = false;
-        for (var r = 0u; r < rows_here; r++) {
-            // `|`, not `||`: every load is issued without waiting on the last one's value.
-            seen = seen | (load_src3(mrow0 + (q0 + r) * mnb1 + j * mnb0) >= NEG);
-        }
-        if (seen) {
-            lo = min(lo, j);
-            hi = j + 1u;
-        }
-    }
-    atomicMin(&lo_a, lo);
-    atomicMax(&hi_a, hi);
-    workgroupBarrier();
-    if (lid == 0u) {
-        range = vec2<u32>(atomicLoad(&lo_a), atomicLoad(&hi_a));
-    }
-    let kv = workgroupUniformLoad(&range);
+    let kv = seen_range(lid, min(BQ, n_q - q0), n_kv, mrow0 + q0 * mnb1, mnb0, mnb1);
     let kv_first = kv.x / BK * BK;
     let kv_end = kv.y;
 #else

@@ -269,6 +269,38 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
+/// The operands of an unsplit attention dispatch: q, K, V, the mask and the sinks (an absent
+/// one bound as a placeholder the kernel compiles out), dst.
+fn unsplit_operands(
+    qkv: [Operand; 3],
+    mask: Option<Operand>,
+    sinks: Option<Operand>,
+    dst: Operand,
+) -> Vec<Operand> {
+    let mut out = Vec::from(qkv);
+    out.push(mask.unwrap_or_else(|| Operand::absent(0)));
+    out.push(sinks.unwrap_or_else(|| Operand::absent(1)));
+    out.push(dst);
+    out
+}
+
+/// One dispatch of `groups` workgroups (each its own item).
+fn unsplit(
+    ctx: &Ctx,
+    key: PipelineKey,
+    operands: Vec<Operand>,
+    op_words: [u32; OP_WORDS],
+    groups: u64,
+) -> Result<Vec<Dispatch>> {
+    Ok(vec![Dispatch {
+        key,
+        operands,
+        op_words,
+        items: ctx.items(groups)?,
+        groups: ctx.grid(groups, 1)?,
+    }])
+}
+
 /// ggml_flash_attn_ext: `srcs = [q, k, v, mask?, sinks?]`.
 pub(super) fn flash_attn_ext(
     ctx: &Ctx,
@@ -332,21 +364,8 @@ pub(super) fn flash_attn_ext(
     };
     if let Some((key, bq)) = prefill {
         let groups = q.layout.ne[1].div_ceil(u64::from(bq)) * n_head * q.layout.ne[3];
-        let operands = vec![
-            q.clone(),
-            k,
-            v,
-            mask.unwrap_or_else(|| Operand::absent(0)),
-            sinks.unwrap_or_else(|| Operand::absent(1)),
-            dst,
-        ];
-        return Ok(vec![Dispatch {
-            key,
-            operands,
-            op_words: op,
-            items: ctx.items(groups)?,
-            groups: ctx.grid(groups, 1)?,
-        }]);
+        let operands = unsplit_operands([q, k, v], mask, sinks, dst);
+        return unsplit(ctx, key, operands, op, groups);
     }
     // The vec kernel sums across octets of subgroup lanes: it needs subgroups of 8 to WG_VEC
     // lanes (browsers, whose WGSL cannot enable them yet, take the tiled kernel).
@@ -409,21 +428,8 @@ pub(super) fn flash_attn_ext(
             ),
             false => flash_attn_key(k.dtype, v.dtype, mask_dtype, sinks.is_some(), d, dv, false),
         };
-        let operands = vec![
-            q.clone(),
-            k,
-            v,
-            mask.unwrap_or_else(|| Operand::absent(0)),
-            sinks.unwrap_or_else(|| Operand::absent(1)),
-            dst,
-        ];
-        return Ok(vec![Dispatch {
-            key,
-            operands,
-            op_words: op,
-            items: ctx.items(groups)?,
-            groups: ctx.grid(groups, 1)?,
-        }]);
+        let operands = unsplit_operands([q, k, v], mask, sinks, dst);
+        return unsplit(ctx, key, operands, op, groups);
     }
     let per = steps.div_ceil(want) * step;
     let splits = n_kv.div_ceil(per);
