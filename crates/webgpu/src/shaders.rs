@@ -894,7 +894,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         Kernel::MulMatCoop { bn } => {
             // A tile's weight rows are its invocations.
             let bm = key.wg;
-            if !matches!(bm, 128 | 256) || !matches!(bn, 64 | 128) {
+            if bm != 128 || !matches!(bn, 64 | 128) {
                 return Err(format!("mul_mat_coop: {bm} × {bn} tiles"));
             }
             vars.push(("BM", bm.to_string()));

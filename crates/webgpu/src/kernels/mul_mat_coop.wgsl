@@ -1,17 +1,18 @@
 // Matrix × matrix (prefill) on cooperative matrices (tensor cores): dst[m, n, i2, i3] =
 // sum_k src0[k, m, a2, a3] * src1[k, n, i2, i3], f16 operands and f32 accumulation, by output
-// tiles of BM = 256 or 128 weight rows × BN activation columns. A workgroup is BM / 32
-// subgroups of 32 (the planner checks the subgroup size), BM invocations; subgroup s owns the
-// 64 × BN/2 block at rows 64 (s % (BM / 64)), columns BN/2 (s / (BM / 64)) of the tile: 4 ×
-// BN/32 accumulators of 16 × 16. Per 16
+// tiles of BM = 128 weight rows × BN activation columns. A workgroup is BM / 32 subgroups of
+// 32 (the planner checks the subgroup size), BM invocations; subgroup s owns the 64 × BN/2
+// block at rows 64 (s % (BM / 64)), columns BN/2 (s / (BM / 64)) of the tile: 4 × BN/32
+// accumulators of 16 × 16. Per 16
 // along k a subgroup loads 4 + BN/32 operand matrices for 4 · BN/32 products: 16 products
 // for 8 loads at BN = 128, 8 for 6 at BN = 64 (blocks of 32 rows did 8 for 6 and 4 for 4).
 //
 // Steps of BK = 32 along k (one unit of 32 weights per row). Workgroup memory holds one step
 // as f16, row by row with k fastest and rows padded to SK = 40 halves (80-byte rows: the
-// 16-byte row pieces a 16 × 16 load reads fall in distinct banks); two stages of a 256-row
-// tile would not fit 48 KiB. Each invocation fetches the next step into registers while the
-// current step's products run: NX = 8 BN / BM activation vec4s before them (kept as f32 until
+// 16-byte row pieces a 16 × 16 load reads fall in distinct banks). Two stages (one barrier a
+// step instead of two) fit 48 KiB at 128 rows but ran slower on an H200: 4096³ f16 in 1,136
+// instead of 830 µs, 8B pp512 6,099 instead of 6,813 t/s. Each invocation fetches the next
+// step into registers while the current step's products run: NX = 8 BN / BM activation vec4s before them (kept as f32 until
 // stored), its four weight parts (rows lid / 4 + BM / 4 j, part lid % 4) decoded to f16 through
 // quant_part.wgsl's `partq` or `part` after the first half of them, so a decoder that waits
 // on its loads waits behind half the products at least (f16 weights, kept as loaded words,

@@ -874,9 +874,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             }
         }
         keys.push(tiled_key(a));
-        for bm in [128, 256] {
-            keys.extend([64, 128].map(|bn| coop_key(a, bm, bn)));
-        }
+        keys.extend([64, 128].map(|bn| coop_key(a, COOP_BM, bn)));
     }
     // Each mat-vec variant with its weights read-only too.
     let read_only: Vec<PipelineKey> = keys
