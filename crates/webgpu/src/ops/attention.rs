@@ -580,36 +580,37 @@ mod tests {
         plan(128, 1, n_kv, 49152)
     }
 
-    /// `tile_storage` is what WebGPU counts for the tile kernel's workgroup variables, each
-    /// rounded up to 16 bytes (under would fail pipelines on devices with exactly that much).
-    /// naga lists every declared variable: without a mask the key range's three are unused,
-    /// which WebGPU leaves out, so the formula is then over by 48 bytes.
+    /// The workgroup memory WebGPU counts for a variant: every workgroup variable naga finds in
+    /// its source, each rounded up to 16 bytes. naga lists every declared variable: without a
+    /// mask the key range's three are unused, which WebGPU leaves out, so the prefill kernels'
+    /// formulas are then over by 48 bytes.
+    fn workgroup_bytes(key: &crate::shaders::PipelineKey) -> u64 {
+        use wgpu::naga;
+        let src = crate::shaders::source(key).unwrap();
+        let module = naga::front::wgsl::parse_str(&src).unwrap();
+        module
+            .global_variables
+            .iter()
+            .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
+            .map(|(_, v)| u64::from(module.types[v.ty].inner.size(module.to_ctx())))
+            .map(|size| size.next_multiple_of(16))
+            .sum()
+    }
+
     /// `coop_storage` likewise for `flash_attn_coop.wgsl`.
     #[test]
     fn coop_storage_is_the_kernels_workgroup_memory() {
-        use wgpu::naga;
         for (d, dv) in [(64, 64), (128, 128), (128, 64), (16, 112)] {
             let key = super::coop_key(Some(DType::F16), true, (d, dv));
-            let src = crate::shaders::source(&key).unwrap();
-            let module = naga::front::wgsl::parse_str(&src).unwrap();
-            let used: u64 = module
-                .global_variables
-                .iter()
-                .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
-                .map(|(_, v)| u64::from(module.types[v.ty].inner.size(module.to_ctx())))
-                .map(|size| size.next_multiple_of(16))
-                .sum();
-            assert_eq!(
-                used,
-                super::coop_storage(d.into(), dv.into()),
-                "d {d}, dv {dv}"
-            );
+            let formula = super::coop_storage(d.into(), dv.into());
+            assert_eq!(workgroup_bytes(&key), formula, "d {d}, dv {dv}");
         }
     }
 
+    /// `tile_storage` is what WebGPU counts for the tile kernel's workgroup variables (under
+    /// would fail pipelines on devices with exactly that much).
     #[test]
     fn tile_storage_is_the_kernels_workgroup_memory() {
-        use wgpu::naga;
         for (d, dv, bq) in [
             (64, 64, 32),
             (128, 128, 16),
@@ -619,15 +620,7 @@ mod tests {
         ] {
             for mask in [Some(DType::F16), None] {
                 let key = super::tile_key(DType::F16, DType::F16, mask, true, (d, dv), bq);
-                let src = crate::shaders::source(&key).unwrap();
-                let module = naga::front::wgsl::parse_str(&src).unwrap();
-                let used: u64 = module
-                    .global_variables
-                    .iter()
-                    .filter(|(_, v)| v.space == naga::AddressSpace::WorkGroup)
-                    .map(|(_, v)| u64::from(module.types[v.ty].inner.size(module.to_ctx())))
-                    .map(|size| size.next_multiple_of(16))
-                    .sum();
+                let used = workgroup_bytes(&key);
                 let formula = super::tile_storage(bq.into(), d.into(), dv.into());
                 assert_eq!(used, formula, "d {d}, dv {dv}, {bq} rows, mask {mask:?}");
             }
