@@ -38,8 +38,8 @@ const BK: u32 = 32u;
 const WG: u32 = 128u;
 const D: u32 = {{D}}u;
 const DV: u32 = {{DV}}u;
-// Row strides of K (and of q while it is staged) and V in workgroup memory, in vec4<f16>s:
-// 8 halves past a row, so a fragment's rows start in different banks.
+// Row stride of K (and of q, staged there first) in workgroup memory, in vec4<f16>s: 8 halves
+// past a row, so a fragment's rows start in different banks.
 const KS4: u32 = D / 4u + 2u;
 // Row stride of Vᵀ (f16): a row per value of the head, a column per key.
 const VTS: u32 = BK + 8u;
@@ -50,7 +50,7 @@ const NEG: f32 = -3.402823e38;
 var<workgroup> k_sh: array<vec4<f16>, BQ * KS4>;
 // In vec4s of f16, as every array the fragments are loaded from.
 var<workgroup> vt_sh: array<vec4<f16>, DV * VTS / 4u>;
-// Scores, row r of the block at r * BK; at the end the edge blocks' outputs on their way.
+// Scores, row r of the block at r * BK; at the end the outputs on their way to dst.
 var<workgroup> s_sh: array<f32, BQ * BK>;
 var<workgroup> p_sh: array<vec4<f16>, BQ * PS / 4u>;
 // Keys of the tile that some row of each subgroup sees (bit per key).

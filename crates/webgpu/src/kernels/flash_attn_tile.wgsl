@@ -46,7 +46,7 @@ const NEG: f32 = -3.402823e38;
 var<workgroup> qsh: array<vec4<f32>, BQ * QS>;
 var<workgroup> ksh: array<vec4<f32>, BK * QS>;
 var<workgroup> vsh: array<vec4<f32>, BK * DV4>;
-// Scores (masked ones NEG) of the tile, then probabilities; row r at r * BK.
+// The tile's scores (masked ones NEG) and probabilities; row r at r * BK.
 var<workgroup> ssh: array<f32, BQ * BK>;
 var<workgroup> psh: array<f32, BQ * BK>;
 // live[g * BK + c]: some row of group g sees key c of the tile.
