@@ -1,0 +1,63 @@
+#!/bin/bash
+# Issue 6: prompt processing of two wgllm binaries side by side on one GPU (A/B): per model,
+# pp512 with and without --experimental (the cooperative-matrix products and attention), each
+# binary in turn, then the new binary's pp512 step profile per model (`--profile-tokens 512`:
+# products, attention and the rest, kernel family by kernel family) and the 8B's pp4096. First
+# the op table with the new binary, by default and with --experimental. About 3-4 minutes on
+# an H200 (bench/results/2026-12-01-h200-prefill.md was measured this way).
+#
+#   OUT=bench/out-pp bash bench/ab_pp.sh .devbin/wgllm .devbin/wgllm-base
+#
+# (with each binary's commit in .devbin/wgllm.commit and .devbin/wgllm-base.commit, if wanted).
+#
+# Models: the synthetic SmolLM2-135M Q4_1, llama-3.2-1b Q4_0 and llama-3.1-8b Q4_0 in
+# /tmp/wgllm-bench (written here when missing, as bench/run_h200.sh names them). Run from the
+# repository root; everything goes under $OUT (default bench/out-pp), summary.txt the key lines.
+# R repetitions per row (default 3).
+
+set -u
+cd "$(dirname "$0")/.."
+NEW=${1:?usage: bench/ab_pp.sh NEW_WGLLM BASE_WGLLM}
+BASE=${2:?usage: bench/ab_pp.sh NEW_WGLLM BASE_WGLLM}
+OUT=${OUT:-bench/out-pp}
+R=${R:-3}
+. bench/gpu_env.sh
+start_summary "$OUT"
+M=/tmp/wgllm-bench
+mkdir -p "$M"
+
+commit() { cat "$1.commit" 2>/dev/null || echo "?"; }
+log "# $(date -u +%F) new $NEW ($(commit "$NEW")), base $BASE ($(commit "$BASE"))"
+MODELS=(smollm2-q4_1 l1b-q4_0 l8b-q4_0)
+for p in "smollm2-q4_1 smollm2-135m q4_1" "l1b-q4_0 llama-3.2-1b q4_0" "l8b-q4_0 llama-3.1-8b q4_0"; do
+    set -- $p
+    [ -s "$M/$1.gguf" ] || timeout 300 "$NEW" synth --preset "$2" --dtype "$3" -o "$M/$1.gguf" \
+        >"$OUT/synth-$1.txt" 2>&1 &
+done
+timeout 300 "$NEW" ops >"$OUT/ops.txt" 2>&1
+log "op table (new, default): $(tail -1 "$OUT/ops.txt")"
+timeout 300 "$NEW" ops --experimental >"$OUT/ops-coop.txt" 2>&1
+log "op table (new, --experimental): $(tail -1 "$OUT/ops-coop.txt")"
+grep -hE "FAIL|ERROR" "$OUT/ops.txt" "$OUT/ops-coop.txt" | head -10 | tee -a "$S"
+wait
+
+pp() { # binary model [flags] → the pp512 row's "mean ± stddev"
+    local bin=$1 m=$2
+    shift 2
+    "$bin" bench -m "$M/$m.gguf" -p 512 -n 0 -r "$R" --unchecked-shaders "$@" 2>/dev/null |
+        grep "| pp512" | awk -F'|' '{print $8}'
+}
+log "| model | pp512 base | pp512 new | --experimental base | --experimental new |"
+log "| --- | ---: | ---: | ---: | ---: |"
+for m in "${MODELS[@]}"; do
+    log "| $m | $(pp "$BASE" "$m") | $(pp "$NEW" "$m") | $(pp "$BASE" "$m" --experimental) | $(pp "$NEW" "$m" --experimental) |"
+done
+for m in "${MODELS[@]}"; do
+    "$NEW" bench -m "$M/$m.gguf" -p 512 -n 0 -r 1 --unchecked-shaders --experimental \
+        --profile --profile-tokens 512 --profile-steps 2 >"$OUT/profile-$m.md" 2>&1
+    log "## $m pp512 step (new, --experimental)"
+    grep "token step profile" "$OUT/profile-$m.md" | cut -c1-200 | tee -a "$S"
+    grep "^| " "$OUT/profile-$m.md" | sed -n '3,6p' | grep -v pp512 | tee -a "$S"
+done
+log "8B pp4096 (new, --experimental): $("$NEW" bench -m "$M/l8b-q4_0.gguf" -p 4096 -n 0 -r 1 \
+    --unchecked-shaders --experimental -c 4200 2>/dev/null | grep "| pp4096" | awk -F'|' '{print $8}')"
