@@ -651,15 +651,10 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             dv,
             split,
         } => {
-            if mask {
-                flags.push("MASK");
-            }
-            if split {
-                flags.push("SPLIT");
-            }
-            if sinks {
-                flags.push("SINKS");
-            }
+            push_flags(
+                &mut flags,
+                &[(mask, "MASK"), (split, "SPLIT"), (sinks, "SINKS")],
+            );
             vars.push(("D", d.to_string()));
             vars.push(("DV", dv.to_string()));
             vars.push(("DVP", dv.div_ceil(key.wg).to_string()));
@@ -667,12 +662,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             FLASH_ATTN
         }
         Kernel::FlashAttnTile { mask, sinks, d, dv } => {
-            if mask {
-                flags.push("MASK");
-            }
-            if sinks {
-                flags.push("SINKS");
-            }
+            push_flags(&mut flags, &[(mask, "MASK"), (sinks, "SINKS")]);
             let bq = key.wg / 4;
             if !(d.is_multiple_of(4) && dv.is_multiple_of(4) && bq.is_multiple_of(4) && bq > 0) {
                 let wg = key.wg;
@@ -687,12 +677,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             FLASH_ATTN_TILE
         }
         Kernel::FlashAttnCoop { mask, sinks, d, dv } => {
-            if mask {
-                flags.push("MASK");
-            }
-            if sinks {
-                flags.push("SINKS");
-            }
+            push_flags(&mut flags, &[(mask, "MASK"), (sinks, "SINKS")]);
             if !(d.is_multiple_of(16) && dv.is_multiple_of(16) && key.wg == 128) {
                 let wg = key.wg;
                 return Err(format!("flash_attn_coop: d = {d}, dv = {dv}, wg = {wg}"));
@@ -723,16 +708,15 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             heads,
             split,
         } => {
-            for (on, flag) in [
-                (mask, "MASK"),
-                (softcap, "SOFTCAP"),
-                (sinks, "SINKS"),
-                (split, "SPLIT"),
-            ] {
-                if on {
-                    flags.push(flag);
-                }
-            }
+            push_flags(
+                &mut flags,
+                &[
+                    (mask, "MASK"),
+                    (softcap, "SOFTCAP"),
+                    (sinks, "SINKS"),
+                    (split, "SPLIT"),
+                ],
+            );
             if ![d, dv, key.wg].iter().all(|x| x.is_multiple_of(8)) {
                 let wg = key.wg;
                 return Err(format!("flash_attn_vec: d = {d}, dv = {dv}, wg = {wg}"));
@@ -940,6 +924,11 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     text.push_str(body);
     text.push_str(&readers);
     specialize(&text, &flags, &vars)
+}
+
+/// Pushes each flag whose switch is on.
+fn push_flags(flags: &mut Vec<&'static str>, switches: &[(bool, &'static str)]) {
+    flags.extend(switches.iter().filter(|s| s.0).map(|s| s.1));
 }
 
 /// The `quant_unit.wgsl` flags of a weight dtype: its decoder and the helpers it uses.
