@@ -26,7 +26,6 @@ start_summary "$OUT"
 M=/tmp/wgllm-bench
 mkdir -p "$M"
 
-commit() { cat "$1.commit" 2>/dev/null || echo "?"; }
 log "# $(date -u +%F) new $NEW ($(commit "$NEW")), base $BASE ($(commit "$BASE"))"
 MODELS=(smollm2-q4_1 l1b-q4_0 l8b-q4_0)
 for p in "smollm2-q4_1 smollm2-135m q4_1" "l1b-q4_0 llama-3.2-1b q4_0" "l8b-q4_0 llama-3.1-8b q4_0"; do

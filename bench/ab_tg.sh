@@ -25,8 +25,6 @@ start_summary "$OUT"
 M=/tmp/wgllm-bench
 mkdir -p "$M"
 
-# Each binary's commit, from a file next to it (NAME.commit) when there is one.
-commit() { cat "$1.commit" 2>/dev/null || echo "?"; }
 log "# $(date -u +%F) new $NEW ($(commit "$NEW")), base $BASE ($(commit "$BASE"))"
 "$NEW" ops --filter FUSED >"$OUT/ops-fused.txt" 2>&1
 log "FUSED op cases (new): $(tail -1 "$OUT/ops-fused.txt")"

@@ -1,7 +1,7 @@
 # Sourced by the bench/*.sh scripts that run on a GPU host (from the repository root): the
 # Vulkan loader unpacked from .gl/*.deb when the host has none (/work/shared/GPU.md), no
-# runtime-dir warning, and `start_summary DIR`: DIR/summary.txt emptied, `log` printing a line
-# and appending it there.
+# runtime-dir warning, `start_summary DIR`: DIR/summary.txt emptied, `log` printing a line
+# and appending it there, and `commit BINARY`: the commit in BINARY.commit next to it, or "?".
 if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done
     ldconfig
@@ -14,3 +14,5 @@ start_summary() {
     : >"$S"
     log() { echo "$*" | tee -a "$S"; }
 }
+
+commit() { cat "$1.commit" 2>/dev/null || echo "?"; }
