@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 6 part 2 on an NVIDIA GPU over Vulkan: the cooperative-matrix prefill kernel
-# (mul_mat_coop.wgsl, enabled by --experimental) checked against the CPU reference, then timed
+# (mul_mat_coop.wgsl, on by default, off with --coop off) checked against the CPU reference, then timed
 # against torch.matmul fp16 (cuBLAS) in the same run (and against the tiled kernel with
 # TILED=1), pp512 of a Llama 3.1 8B Q4_0 with it (and without it with TILED=1), and that 8B's
 # perplexity on a piece of README.md with and without it: the op table checks no product
@@ -21,7 +21,9 @@ W=${1:?usage: bench/coop.sh PATH/TO/wgllm}
 OUT=${OUT:-bench/out-coop}
 . bench/gpu_env.sh
 start_summary "$OUT"
-COOP=(--experimental --unchecked-shaders)
+COOP=(--unchecked-shaders)
+# The tiled kernels: cooperative matrices off.
+TILE=(--coop off --unchecked-shaders)
 # PP=0 skips the pp512 step (and the synthesis of its model).
 PP=${PP:-1}
 # TILED=1 times the tiled kernel too (shapes and pp512).
@@ -54,7 +56,7 @@ run_ops() { # name flags...
 }
 run_ops mul_mat "${COOP[@]}" --filter MUL_MAT
 run_ops fused "${COOP[@]}" --filter FUSED
-run_ops prefill-checked --experimental --filter "(prefill)"
+run_ops prefill-checked --filter "(prefill)"
 
 # 2. Speed: one shape per process, with the coop kernel (and with the tiled kernel it replaces).
 SHAPES=(
@@ -72,13 +74,13 @@ for s in "${SHAPES[@]}"; do
     timeout 120 "$W" ops --large "${COOP[@]}" --filter "MUL_MAT $s" 2>&1 |
         grep "^| MUL_MAT" >>"$OUT/large-coop.txt"
     [ "$TILED" = 1 ] || continue
-    timeout 120 "$W" ops --large --unchecked-shaders --filter "MUL_MAT $s" 2>&1 |
+    timeout 120 "$W" ops --large "${TILE[@]}" --filter "MUL_MAT $s" 2>&1 |
         grep "^| MUL_MAT" >>"$OUT/large-tiled.txt"
 done
-log "## coop (--experimental --unchecked-shaders): | case | check | us | GB/s | of copy | GFLOP/s |"
+log "## coop (--unchecked-shaders): | case | check | us | GB/s | of copy | GFLOP/s |"
 tee -a "$S" <"$OUT/large-coop.txt"
 if [ "$TILED" = 1 ]; then
-    log "## tiled (--unchecked-shaders)"
+    log "## tiled (--coop off --unchecked-shaders)"
     tee -a "$S" <"$OUT/large-tiled.txt"
 fi
 log "## torch.matmul fp16 vs the coop kernel"
@@ -97,7 +99,7 @@ if [ "$PP" = 1 ] && big; then
     [ "$TILED" = 1 ] && modes+=(tiled)
     for mode in "${modes[@]}"; do
         flags=(--unchecked-shaders)
-        [ $mode = coop ] && flags+=(--experimental)
+        [ $mode = tiled ] && flags+=(--coop off)
         timeout 240 "$W" bench -m "$M" -p 512 -n 0 -r 3 "${flags[@]}" >"$OUT/pp512-$mode.txt" 2>&1
         log "## pp512 8B q4_0, $mode (rc $?)"
         grep -E "pp512|error" "$OUT/pp512-$mode.txt" | tee -a "$S"
@@ -108,7 +110,7 @@ if [ "$PP" = 1 ] && big; then
     head -c 1100 README.md >"$OUT/ppl.txt"
     for mode in coop tiled; do
         flags=(--unchecked-shaders)
-        [ $mode = coop ] && flags+=(--experimental)
+        [ $mode = tiled ] && flags+=(--coop off)
         timeout 120 "$W" perplexity -m "$M" -f "$OUT/ppl.txt" -c 512 --ubatch 512 "${flags[@]}" \
             >"$OUT/ppl-$mode.txt" 2>&1
         log "## perplexity 8B q4_0, $mode (rc $?): $(grep -E "\[1/|PPL|rror" "$OUT/ppl-$mode.txt" | tr '\n' ' ')"

@@ -39,9 +39,11 @@ pub struct WebGpuConfig {
     /// long graph in pieces lets the GPU start on the first while the CPU encodes the rest
     /// (encoding costs a few µs per dispatch; a submit ~15 µs).
     pub dispatches_per_submit: usize,
-    /// Also request wgpu's experimental features (cooperative matrix) when the adapter offers
-    /// them. They are unsafe by wgpu's own account, so they stay off unless asked for.
-    pub experimental_features: bool,
+    /// Request cooperative matrices (tensor cores: prefill's products and attention) when the
+    /// adapter offers them. wgpu calls them experimental and their use unsafe, so a backend
+    /// that opens with them first runs both kernels built on them against answers the host
+    /// knows (`selfcheck.rs`), and plans without them if either is wrong.
+    pub cooperative_matrices: bool,
     /// Lowers the largest storage binding the backend uses below the device's
     /// `max_storage_buffer_binding_size` (never raises it). A testing and tuning knob: tests set
     /// a few KiB to exercise, on any adapter, the split of oversized get_rows tables and mul_mat
@@ -66,7 +68,7 @@ impl Default for WebGpuConfig {
             shader_checks: ShaderChecks::Checked,
             dispatches_per_pass: 1024,
             dispatches_per_submit: 96,
-            experimental_features: false,
+            cooperative_matrices: true,
             max_binding_bytes: None,
             shader_f16: true,
             subgroups: true,

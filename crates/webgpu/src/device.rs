@@ -60,6 +60,9 @@ pub struct Capabilities {
     /// The adapter offers cooperative matrices; `cooperative_matrix` says whether we enabled them.
     pub cooperative_matrix_offered: bool,
     pub cooperative_matrix: bool,
+    /// Why cooperative matrices are off although enabled: the check at open (`selfcheck.rs`)
+    /// found a kernel on them wrong on this device.
+    pub cooperative_matrix_failure: Option<String>,
     /// The adapter's cooperative matrix configurations (sizes and operand types).
     pub cooperative_matrix_configs: Vec<wgpu::CooperativeMatrixProperties>,
     /// The limits the device was created with (the adapter's own).
@@ -253,14 +256,14 @@ impl Gpu {
             let experimental = *f == wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
             let declined = *f == wgpu::Features::SHADER_F16 && !config.shader_f16
                 || *f == wgpu::Features::SUBGROUP && !config.subgroups;
-            if offered.contains(*f) && (!experimental || config.experimental_features) && !declined
-            {
+            if offered.contains(*f) && (!experimental || config.cooperative_matrices) && !declined {
                 features |= *f;
             }
         }
         let experimental = if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
-            // SAFETY: only reachable when the caller opted in through
-            // `WebGpuConfig::experimental_features`, accepting wgpu's caveats for these APIs.
+            // SAFETY: wgpu's caveat is that experimental APIs may be wrong on some drivers; only
+            // reachable with `WebGpuConfig::cooperative_matrices`, and the backend checks the
+            // kernels built on them before planning any (`selfcheck.rs`).
             unsafe { wgpu::ExperimentalFeatures::enabled() }
         } else {
             wgpu::ExperimentalFeatures::disabled()
@@ -300,6 +303,7 @@ impl Gpu {
             cooperative_matrix_offered: offered
                 .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
             cooperative_matrix: features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+            cooperative_matrix_failure: None,
             cooperative_matrix_configs: adapter.cooperative_matrix_properties(),
             int8_activations: config.int8_activations,
             binding_limit: config

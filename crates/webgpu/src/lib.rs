@@ -15,6 +15,7 @@
 //! - `pipelines`: the pipeline cache and the single bind-group builder.
 //! - `executable`: compile once (pipelines, bind groups, parameter slots), then `run` only
 //!   writes inputs and encodes.
+//! - `selfcheck`: the cooperative-matrix kernels checked at open before the planner uses them.
 //! - [`profile`]: opt-in per-dispatch GPU timing (timestamp queries) of compiled graphs.
 //! - [`testing`]: the op case table and the CPU-vs-GPU runner shared by tests and `wgllm ops`.
 //!
@@ -29,6 +30,7 @@ mod executable;
 mod ops;
 mod pipelines;
 pub mod profile;
+mod selfcheck;
 pub mod shaders;
 pub mod testing;
 pub mod variants;
@@ -71,13 +73,24 @@ impl WebGpuBackend {
     #[cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
     pub async fn new_async(config: WebGpuConfig) -> Result<WebGpuBackend> {
         let gpu = device::Gpu::open_async(&config).await?;
-        Ok(WebGpuBackend {
+        let mut backend = WebGpuBackend {
             gpu: Arc::new(gpu),
             config,
             pipelines: pipelines::Pipelines::default(),
             profiling: Arc::default(),
             resident: Box::default(),
-        })
+        };
+        if ops::coop_f16(&backend.gpu.caps) {
+            if let Some(why) = selfcheck::cooperative_matrices(&backend).await {
+                // The check's executables are gone, so the device is ours alone again.
+                let gpu = Arc::get_mut(&mut backend.gpu).ok_or_else(|| {
+                    wgllm_core::Error::graph("the cooperative-matrix check kept the device")
+                })?;
+                gpu.caps.cooperative_matrix = false;
+                gpu.caps.cooperative_matrix_failure = Some(why);
+            }
+        }
+        Ok(backend)
     }
 
     /// The adapter in use.
@@ -88,6 +101,12 @@ impl WebGpuBackend {
     /// Features and limits of the opened device.
     pub fn capabilities(&self) -> &Capabilities {
         &self.gpu.caps
+    }
+
+    /// Whether prefill runs on cooperative matrices: enabled, with a configuration their
+    /// kernels take, and the check at open passed.
+    pub fn uses_cooperative_matrices(&self) -> bool {
+        ops::coop_f16(&self.gpu.caps)
     }
 
     /// Profiles every run of this backend's executables (made before or after) as `mode` says,

@@ -299,6 +299,7 @@ mod tests {
             immediates: false,
             cooperative_matrix_offered: false,
             cooperative_matrix: false,
+            cooperative_matrix_failure: None,
             cooperative_matrix_configs: Vec::new(),
             int8_activations: crate::Int8Activations::Off,
             limits: wgpu::Limits {

@@ -770,7 +770,7 @@ fn coop_storage(bm: u32, bn: u32) -> u32 {
 /// Whether the coop kernels (`mul_mat_coop.wgsl`, `flash_attn_coop.wgsl`) run on a device:
 /// cooperative matrices enabled with 16 × 16 × 16 f16 × f16 + f32 among their configurations,
 /// f16, and subgroups of exactly 32.
-pub(super) fn coop_f16(c: &Capabilities) -> bool {
+pub(crate) fn coop_f16(c: &Capabilities) -> bool {
     let f16_16 = c.cooperative_matrix_configs.iter().any(|p| {
         use wgpu::CooperativeScalarType as S;
         (p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type) == (16, 16, 16, S::F16, S::F32)
@@ -908,7 +908,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use bytes::Bytes;
     use wgllm_core::{DType, Graph};
 
@@ -917,7 +917,7 @@ pub(super) mod tests {
 
     /// A device with cooperative matrices (16 × 16 × 16, f16 × f16 + f32) enabled or not,
     /// subgroups of `sg` and `wg_bytes` of workgroup memory.
-    pub(in crate::ops) fn caps(coop: bool, sg: u32, wg_bytes: u32) -> Capabilities {
+    pub(crate) fn caps(coop: bool, sg: u32, wg_bytes: u32) -> Capabilities {
         let f16_16 = wgpu::CooperativeMatrixProperties {
             m_size: 16,
             n_size: 16,
@@ -936,6 +936,7 @@ pub(super) mod tests {
             immediates: false,
             cooperative_matrix_offered: true,
             cooperative_matrix: coop,
+            cooperative_matrix_failure: None,
             cooperative_matrix_configs: vec![f16_16],
             int8_activations: crate::Int8Activations::Off,
             limits: wgpu::Limits {

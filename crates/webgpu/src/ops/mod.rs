@@ -13,7 +13,8 @@
 //!   with `vec_shape` picking lanes and rows a workgroup (at least 128 lanes, 256 past 256 units
 //!   of 32, up to 4 rows while 1,024 workgroups remain). More columns (prefill) take
 //!   `mul_mat_tiled.wgsl`, or `mul_mat_coop.wgsl` when the device has cooperative matrices
-//!   enabled (`--experimental`) with a 16×16×16 f16→f32 configuration and subgroups of 32
+//!   enabled (the default; `--coop off` turns them off) with a 16×16×16 f16→f32
+//!   configuration and subgroups of 32, and they passed the check at open (`selfcheck.rs`)
 //!   (`coop_tile`: 128 × 128 tiles when the product has enough of them, else 128 × 64).
 //!   Integer weight formats take int8 activations in the mat-vec with `int8_activations` in
 //!   the config. Anything else takes `mul_mat.wgsl`. A weight past the binding limit runs as
@@ -40,7 +41,10 @@ mod attention;
 mod elementwise;
 mod fuse;
 mod matmul;
+pub(crate) use matmul::coop_f16;
 pub(crate) use matmul::int8_activations;
+#[cfg(test)]
+pub(crate) use matmul::tests::caps as test_caps;
 mod moe;
 mod nn;
 mod reduce;

@@ -36,6 +36,15 @@ impl From<Int8Choice> for Int8Activations {
     }
 }
 
+/// `--coop`: whether cooperative matrices are used.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CoopChoice {
+    /// Where the adapter offers them and they pass the start-up check.
+    Auto,
+    /// Never: prefill runs the tiled kernels.
+    Off,
+}
+
 /// `--backend` and `--device` flags.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct BackendArgs {
@@ -55,11 +64,12 @@ pub struct BackendArgs {
     /// two tokens nearly tie.
     #[arg(long, value_enum, default_value = "large", value_name = "WHICH")]
     pub int8_activations: Int8Choice,
-    /// Enable wgpu's experimental features where the adapter offers them: today cooperative
-    /// matrices (tensor cores), which prefill's matrix products then run on (f16 operands, f32
-    /// sums). wgpu marks these APIs experimental and their use unsafe: off by default.
-    #[arg(long)]
-    pub experimental: bool,
+    /// Cooperative matrices (tensor cores), which prefill's matrix products and attention run
+    /// on where the adapter offers them (f16 operands, f32 sums): `auto` uses them once both
+    /// kernels built on them pass a check at start-up (wgpu calls the feature experimental),
+    /// `off` never.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    pub coop: CoopChoice,
     /// Kernel dispatches recorded into one command buffer before it is submitted (a tuning
     /// knob: smaller lets the GPU start sooner on a step the host is still encoding, larger
     /// costs fewer submissions).
@@ -85,7 +95,7 @@ impl BackendArgs {
                 wgllm_webgpu::ShaderChecks::Checked
             },
             int8_activations: self.int8_activations.into(),
-            experimental_features: self.experimental,
+            cooperative_matrices: self.coop == CoopChoice::Auto,
             dispatches_per_submit: self.dispatches_per_submit.max(1),
             ..WebGpuConfig::default()
         }
@@ -110,7 +120,16 @@ impl BackendArgs {
             BackendKind::Webgpu => {
                 let b = WebGpuBackend::new(self.webgpu_config())?;
                 let a = b.adapter();
-                let desc = format!("webgpu: {} ({}, {})", a.name, a.backend, a.device_type);
+                let c = b.capabilities();
+                let coop = match (&c.cooperative_matrix_failure, b.uses_cooperative_matrices()) {
+                    (Some(why), _) => format!(", cooperative matrices off: {why}"),
+                    (None, true) => ", cooperative matrices".to_string(),
+                    (None, false) => String::new(),
+                };
+                let desc = format!(
+                    "webgpu: {} ({}, {}){coop}",
+                    a.name, a.backend, a.device_type
+                );
                 (OpenedBackend::WebGpu(b), desc)
             }
         })
