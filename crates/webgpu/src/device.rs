@@ -322,6 +322,19 @@ impl Gpu {
         })
     }
 
+    /// Whether earlier submissions are still running. Natively a non-blocking poll (which also
+    /// runs the callbacks of finished work); the browser cannot tell, so there it says no.
+    pub(crate) fn busy(&self) -> bool {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            !matches!(self.device.poll(wgpu::PollType::Poll), Ok(s) if s.is_queue_empty())
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            false
+        }
+    }
+
     /// Runs `f` inside validation, out-of-memory and internal error scopes; any error they catch
     /// (or that reached the uncaptured handler meanwhile) becomes `Error::Device` naming `what`.
     #[cfg(not(target_arch = "wasm32"))]

@@ -70,9 +70,10 @@ pub struct BackendArgs {
     /// `off` never.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
     pub coop: CoopChoice,
-    /// Kernel dispatches recorded into one command buffer before it is submitted (a tuning
-    /// knob: smaller lets the GPU start sooner on a step the host is still encoding, larger
-    /// costs fewer submissions).
+    /// Kernel dispatches recorded into one command buffer before it is submitted when the GPU
+    /// is idle at the start of a run (a tuning knob: smaller lets the GPU start sooner on a
+    /// step the host is still encoding, larger costs fewer submissions); a run queued behind
+    /// running work is one submission.
     #[arg(long, default_value_t = WebGpuConfig::default().dispatches_per_submit, value_name = "N")]
     pub dispatches_per_submit: usize,
 }
