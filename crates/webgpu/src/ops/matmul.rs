@@ -29,7 +29,7 @@ const QUANT_ACT_WG: u32 = 64;
 
 /// Mat-vec workgroup shape for `m` rows of `units` units of 32, `nc` columns and `nw` weights:
 /// (invocations, rows per workgroup). Four lanes share a unit: 128 lanes (32 units a step), 256
-/// past 256 units (with int8 activations a lane takes a whole unit: 128 or 256 units a step). Rows per workgroup share each activation load, but fewer workgroups then
+/// past 256 units. Rows per workgroup share each activation load, but fewer workgroups then
 /// fill the GPU: up to 4 rows while at least [`VEC_MIN_GROUPS`] workgroups remain, within the
 /// reduction's memory. On an H200 (issue 6's `wgllm ops --large`) 2-4 rows and 128 lanes for
 /// 4096-long rows, 256 for 14336, were best; 8 or 16 rows were slower. Short rows are latency
@@ -39,13 +39,28 @@ const QUANT_ACT_WG: u32 = 64;
 /// for Llama 3.2 1B (also 2 rows a workgroup instead of 4 for its 2,048 rows); the 8B's went
 /// from 217 to 215 (its 4,096 rows keep 4, its 1,024 k/v rows drop to 1).
 ///
+/// With int8 activations (`int8`) a lane takes a whole unit: the same 128 or 256 lanes, but 32
+/// for rows of at most 64 units, two units a lane (Llama 3.2 1B's rows of 2,048: its ffn
+/// gate/up and output head). On an H200 that took the 1B's tg128 from 925 to 980 t/s with 64
+/// lanes and to 1,020 with 32; 64 lanes for the 8B's 128-unit rows lost 6% (322 to 301),
+/// though `ops --large` timed them faster (its weights stay in L2; a decode step's come from
+/// memory).
+///
 /// The reduction holds one f32 per lane and sum (`nw` per row, plus `extra` of the norm
 /// prologue, per column) in [`VEC_RED_FLOATS`]: a shape that would not fit at `min_rpw` rows
 /// takes fewer lanes (wide rows with a norm and 5-8 columns).
-fn vec_shape(units: u64, m: u64, nc: u32, nw: u32, extra: u32, min_rpw: u32) -> (u32, u32) {
+fn vec_shape(
+    (units, int8): (u64, bool),
+    m: u64,
+    nc: u32,
+    nw: u32,
+    extra: u32,
+    min_rpw: u32,
+) -> (u32, u32) {
     let fits = |wg: u32, rpw: u32| (nw * rpw + extra) * nc * wg <= VEC_RED_FLOATS;
-    let mut wg = match units {
-        0..=256 => 128,
+    let mut wg = match (int8, units) {
+        (true, 0..=64) => 32,
+        (_, 0..=256) => 128,
         _ => 256,
     };
     while wg > 32 && !fits(wg, min_rpw) {
@@ -262,7 +277,7 @@ fn vec_key(
         VecEpilogue::QkvRope { .. } => 2,
         _ => 1,
     };
-    let (wg, rpw) = vec_shape(units, m, nc, nw, u32::from(norm), min_rpw);
+    let (wg, rpw) = vec_shape((units, int8), m, nc, nw, u32::from(norm), min_rpw);
     let f = DType::F32;
     let mut dtypes = match epilogue {
         VecEpilogue::None => vec![a, f, f],
@@ -842,6 +857,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
     {
         for (units, m, f) in [
             (2, 5, (false, true)),
+            (64, 4096, (true, true)),
             (100, 4096, (true, false)),
             (1000, 14336, (false, false)),
         ] {
@@ -967,6 +983,15 @@ pub(crate) mod tests {
 
     /// Every mat-vec pipeline's reduction fits WebGPU's default 16 KiB of workgroup memory
     /// (a norm prologue's sum included), and a rotated q/k/v keeps its pairs together.
+    #[test]
+    fn int8_mat_vecs_give_short_rows_32_lanes() {
+        // Lanes a workgroup for rows of 64, 128 and 448 units with int8 and f32 activations
+        // (one column, one weight, no norm, 8,192 rows).
+        let lanes = |units, int8| super::vec_shape((units, int8), 8192, 1, 1, 0, 1).0;
+        assert_eq!([64, 128, 448].map(|u| lanes(u, true)), [32, 128, 256]);
+        assert_eq!([64, 128, 448].map(|u| lanes(u, false)), [128, 128, 256]);
+    }
+
     #[test]
     fn mat_vec_reductions_fit_the_default_workgroup_memory() {
         let mut seen = 0;
