@@ -11,7 +11,9 @@
 //! full check; this one costs two small dispatches at open.
 
 use half::f16;
-use wgllm_core::{Backend, DType, Graph, Result, TensorId};
+use wgllm_core::{Backend, DType, Graph, Result};
+
+use crate::testing::{execute, to_f32, Built};
 
 /// The product's shape: k, m (weight rows: a full and a partial tile of 128), n (a full and a
 /// partial 16-column fragment past the coop kernel's 16-column minimum).
@@ -42,24 +44,14 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
 /// A check case: its graph, the bytes of its inputs, and the answer.
 struct CheckCase {
     graph: Graph,
-    inputs: Vec<(TensorId, Vec<u8>)>,
+    built: Built,
     want: Vec<f32>,
 }
 
-/// Runs `graph` on `backend` with `inputs` and reads its one output as f32.
-async fn run(
-    backend: &dyn Backend,
-    graph: &Graph,
-    inputs: &[(TensorId, Vec<u8>)],
-) -> Result<Vec<f32>> {
-    let mut exe = backend.compile(graph)?;
-    let ins: Vec<(TensorId, &[u8])> = inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
-    exe.run(&ins)?;
-    let bytes = exe.read_async(graph.outputs()[0]).await?;
-    Ok(bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect())
+/// Runs `case` on `backend` and reads its one output as f32.
+async fn run(backend: &dyn Backend, case: &CheckCase) -> Result<Vec<f32>> {
+    let out = execute(backend, &case.graph, &case.built).await?;
+    to_f32(DType::F32, &out[0])
 }
 
 /// The product case: the graph, its inputs and the exact answer.
@@ -81,7 +73,10 @@ fn product_case() -> Result<CheckCase> {
         .collect();
     Ok(CheckCase {
         graph: g,
-        inputs: vec![(wt, f16_bytes(&w)), (xt, f32_bytes(&x))],
+        built: Built {
+            inputs: vec![(wt, f16_bytes(&w)), (xt, f32_bytes(&x))],
+            states: Vec::new(),
+        },
         want,
     })
 }
@@ -147,7 +142,10 @@ fn attention_case() -> Result<CheckCase> {
     ];
     Ok(CheckCase {
         graph: g,
-        inputs,
+        built: Built {
+            inputs,
+            states: Vec::new(),
+        },
         want,
     })
 }
@@ -176,9 +174,7 @@ pub(crate) async fn cooperative_matrices(backend: &dyn Backend) -> Option<String
     ];
     for (kernel, case, tolerance) in cases {
         let outcome = match case {
-            Ok(c) => run(backend, &c.graph, &c.inputs)
-                .await
-                .map(|got| max_err(&got, &c.want)),
+            Ok(c) => run(backend, &c).await.map(|got| max_err(&got, &c.want)),
             Err(e) => Err(e),
         };
         match outcome {
@@ -223,7 +219,7 @@ mod tests {
     fn the_check_answers_match_the_reference_backend() {
         let cpu = wgllm_cpu::CpuBackend;
         for c in [product_case().unwrap(), attention_case().unwrap()] {
-            let got = pollster::block_on(run(&cpu, &c.graph, &c.inputs)).unwrap();
+            let got = pollster::block_on(run(&cpu, &c)).unwrap();
             assert!(max_err(&got, &c.want) < 1e-5, "{}", max_err(&got, &c.want));
         }
     }

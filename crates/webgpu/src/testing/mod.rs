@@ -206,7 +206,12 @@ pub struct CaseResult {
     pub time: Duration,
 }
 
-async fn execute(backend: &dyn Backend, graph: &Graph, built: &Built) -> Result<Vec<Vec<u8>>> {
+/// Runs `graph` once on `backend` with `built`'s states and inputs; every output's bytes.
+pub(crate) async fn execute(
+    backend: &dyn Backend,
+    graph: &Graph,
+    built: &Built,
+) -> Result<Vec<Vec<u8>>> {
     let mut exe = backend.compile(graph)?;
     for (t, data) in &built.states {
         exe.write(*t, data)?;
