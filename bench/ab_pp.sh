@@ -18,22 +18,9 @@
 
 set -u
 cd "$(dirname "$0")/.."
-NEW=${1:?usage: bench/ab_pp.sh NEW_WGLLM BASE_WGLLM}
-BASE=${2:?usage: bench/ab_pp.sh NEW_WGLLM BASE_WGLLM}
-OUT=${OUT:-bench/out-pp}
-R=${R:-3}
 . bench/gpu_env.sh
-start_summary "$OUT"
-M=/tmp/wgllm-bench
-mkdir -p "$M"
-
-log "# $(date -u +%F) new $NEW ($(commit "$NEW")), base $BASE ($(commit "$BASE"))"
+ab_start ab_pp.sh bench/out-pp "$@"
 MODELS=(smollm2-q4_1 l1b-q4_0 l8b-q4_0)
-for p in "smollm2-q4_1 smollm2-135m q4_1" "l1b-q4_0 llama-3.2-1b q4_0" "l8b-q4_0 llama-3.1-8b q4_0"; do
-    set -- $p
-    [ -s "$M/$1.gguf" ] || timeout 300 "$NEW" synth --preset "$2" --dtype "$3" -o "$M/$1.gguf" \
-        >"$OUT/synth-$1.txt" 2>&1 &
-done
 # The flags that turn cooperative matrices on or off for a binary: `--coop off` and nothing
 # where it has `--coop`, else nothing and `--experimental`.
 coop_flags() { # binary on|off

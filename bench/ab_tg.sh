@@ -16,24 +16,11 @@
 
 set -u
 cd "$(dirname "$0")/.."
-NEW=${1:?usage: bench/ab_tg.sh NEW_WGLLM BASE_WGLLM}
-BASE=${2:?usage: bench/ab_tg.sh NEW_WGLLM BASE_WGLLM}
-OUT=${OUT:-bench/out-ab}
-R=${R:-3}
 . bench/gpu_env.sh
-start_summary "$OUT"
-M=/tmp/wgllm-bench
-mkdir -p "$M"
-
-log "# $(date -u +%F) new $NEW ($(commit "$NEW")), base $BASE ($(commit "$BASE"))"
+ab_start ab_tg.sh bench/out-ab "$@"
 "$NEW" ops --filter FUSED >"$OUT/ops-fused.txt" 2>&1
 log "FUSED op cases (new): $(tail -1 "$OUT/ops-fused.txt")"
-
-for p in "smollm2-q4_1 smollm2-135m q4_1" "l1b-q4_0 llama-3.2-1b q4_0" "l8b-q4_0 llama-3.1-8b q4_0"; do
-    set -- $p
-    [ -s "$M/$1.gguf" ] || timeout 300 "$NEW" synth --preset "$2" --dtype "$3" -o "$M/$1.gguf" \
-        >"$OUT/synth-$1.txt" 2>&1
-done
+wait
 
 tg() { # label binary file name [flags] → the tg row's "mean ± stddev"
     local label=$1 bin=$2 file=$3 name=$4

@@ -1,7 +1,10 @@
 # Sourced by the bench/*.sh scripts that run on a GPU host (from the repository root): the
 # Vulkan loader unpacked from .gl/*.deb when the host has none (/work/shared/GPU.md), no
 # runtime-dir warning, `start_summary DIR`: DIR/summary.txt emptied, `log` printing a line
-# and appending it there, and `commit BINARY`: the commit in BINARY.commit next to it, or "?".
+# and appending it there, `commit BINARY`: the commit in BINARY.commit next to it, or "?", and
+# `ab_start NAME OUT_DEFAULT NEW BASE`: the A/B scripts' start (NEW, BASE, OUT, R, M set, the
+# summary begun with both commits, the synthetic models written into M in the background when
+# missing: wait for them).
 if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done
     ldconfig
@@ -16,3 +19,20 @@ start_summary() {
 }
 
 commit() { cat "$1.commit" 2>/dev/null || echo "?"; }
+
+ab_start() {
+    NEW=${3:?usage: bench/$1 NEW_WGLLM BASE_WGLLM}
+    BASE=${4:?usage: bench/$1 NEW_WGLLM BASE_WGLLM}
+    OUT=${OUT:-$2}
+    R=${R:-3}
+    start_summary "$OUT"
+    M=/tmp/wgllm-bench
+    mkdir -p "$M"
+    log "# $(date -u +%F) new $NEW ($(commit "$NEW")), base $BASE ($(commit "$BASE"))"
+    local p
+    for p in "smollm2-q4_1 smollm2-135m q4_1" "l1b-q4_0 llama-3.2-1b q4_0" "l8b-q4_0 llama-3.1-8b q4_0"; do
+        set -- $p
+        [ -s "$M/$1.gguf" ] || timeout 300 "$NEW" synth --preset "$2" --dtype "$3" -o "$M/$1.gguf" \
+            >"$OUT/synth-$1.txt" 2>&1 &
+    done
+}
