@@ -1,6 +1,7 @@
 //! The large shapes of issue 6's kernel benchmarks, for `wgllm ops --large`: a plain copy (the
 //! bandwidth reference every other figure is a fraction of), quantized mat-vec at a Llama-8B
-//! layer's shapes, f16 mat-mat at 4096³ and prefill shapes, decode attention over long caches,
+//! layer's shapes (alone, and streamed through 8 layers of distinct weights as a decode step
+//! reads them), f16 mat-mat at 4096³ and prefill shapes, decode attention over long caches,
 //! and chains of small dependent dispatches (what one costs when a decode step is ~400).
 //!
 //! The op table checks correctness on small shapes; these cases exist to be timed. Each says
@@ -56,6 +57,17 @@ pub fn large_cases() -> Vec<LargeCase> {
             out.push(LargeCase {
                 case: mat_case(wt, k, m, 1),
                 check: true,
+            });
+        }
+    }
+    // The same products as a decode step meets them: a chain of distinct weights, far more
+    // than the L2 cache holds, so every byte comes from memory (the cases above repeat one
+    // weight, which stays in an H200's 50 MB L2 across runs).
+    for wt in [DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::F16] {
+        for shapes in [&[(4096, 4096)][..], &[(4096, 14336), (14336, 4096)]] {
+            out.push(LargeCase {
+                case: stream_case(wt, shapes),
+                check: false,
             });
         }
     }
@@ -137,6 +149,55 @@ fn mat_case(wt: DType, k: u64, m: u64, n: u64) -> Case {
         let x = input(g, rng, &mut b, DType::F32, [k, n, 1, 1], -1.0, 1.0)?;
         let r = g.mul_mat(w, x)?;
         g.mark_output(r)?;
+        Ok(b)
+    })
+}
+
+/// Layers of a [`stream_case`].
+pub const STREAM_LAYERS: usize = 8;
+
+/// [`STREAM_LAYERS`] times the products `shapes` ((k, m) each, every m the next k, the last m the
+/// first k) on one vector, each with its own weight of `wt` and behind an RMS norm (which keeps
+/// the values bounded and, as in a decode step, fuses into the product's activation rounding).
+fn stream_case(wt: DType, shapes: &[(u64, u64)]) -> Case {
+    let dims: Vec<String> = shapes.iter().map(|(k, m)| format!("{k}x{m}")).collect();
+    let name = format!(
+        "STREAM {STREAM_LAYERS} x MUL_MAT {wt} {} n=1",
+        dims.join(" + ")
+    );
+    let shapes = shapes.to_vec();
+    case("MUL_MAT", name, MATMUL, move |g, rng| {
+        let mut b = Built::default();
+        let mut x = input(
+            g,
+            rng,
+            &mut b,
+            DType::F32,
+            [shapes[0].0, 1, 1, 1],
+            -1.0,
+            1.0,
+        )?;
+        for layer in 0..STREAM_LAYERS {
+            for (i, &(k, m)) in shapes.iter().enumerate() {
+                let data = random_bytes(rng, wt, k * m, -1.0, 1.0)?;
+                let w = g.weight(
+                    &format!("w{layer}.{i}"),
+                    wt,
+                    [k, m, 1, 1],
+                    Bytes::from(data),
+                )?;
+                let ones = g.weight(
+                    &format!("g{layer}.{i}"),
+                    DType::F32,
+                    [k, 1, 1, 1],
+                    Bytes::from(1f32.to_le_bytes().repeat(k as usize)),
+                )?;
+                let h = g.rms_norm(x, 1e-6)?;
+                let h = g.mul(h, ones)?;
+                x = g.mul_mat(w, h)?;
+            }
+        }
+        g.mark_output(x)?;
         Ok(b)
     })
 }

@@ -24,7 +24,8 @@ pub struct Args {
     #[arg(long)]
     pub perf: bool,
     /// Instead of the op table, time issue 6's benchmark shapes (mat-vec per weight type at
-    /// Llama-8B sizes, f16 mat-mat at 4096³ and prefill sizes, decode attention over 4k/32k
+    /// Llama-8B sizes, alone and streamed through 8 layers of distinct weights that no cache
+    /// holds, f16 mat-mat at 4096³ and prefill sizes, decode attention over 4k/32k
     /// keys), each reported as GB/s and as a fraction of a 256 MiB copy's GB/s in the same run.
     /// The mat-vec and attention shapes are first checked against the CPU reference.
     #[arg(long)]
