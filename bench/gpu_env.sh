@@ -1,14 +1,15 @@
 # Sourced by the bench/*.sh scripts that run on a GPU host (from the repository root): the
-# Vulkan loader unpacked from .gl/*.deb when the host has none (/work/shared/GPU.md), no
+# Vulkan loader and libglvnd unpacked from .gl/*.deb (/work/shared/GPU.md), no
 # runtime-dir warning, `start_summary DIR`: DIR/summary.txt emptied, `log` printing a line
 # and appending it there, `commit BINARY`: the commit in BINARY.commit next to it, or "?", and
 # `ab_start NAME OUT_DEFAULT NEW BASE`: the A/B scripts' start (NEW, BASE, OUT, R, M set, the
 # summary begun with both commits, the synthetic models written into M in the background when
 # missing: wait for them).
-if ! ldconfig -p | grep -q 'libvulkan.so.1 '; then
-    for f in .gl/*.deb; do dpkg -x "$f" /; done
-    ldconfig
-fi
+# Unpacked whether or not the host has a loader: on 2026-12-01 an H200 host had libvulkan but
+# no libglvnd, and NVIDIA's ICD (libGLX_nvidia) then answered no vkCreateInstance until
+# libglvnd0 (with libegl1 libgl1 libglx0 libgles2 libopengl0) was unpacked too.
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
 export XDG_RUNTIME_DIR=/tmp
 
 start_summary() {
