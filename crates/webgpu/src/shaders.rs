@@ -144,7 +144,8 @@ pub enum Kernel {
     /// `heads` query heads of one K/V head (per split of the keys when `split`), octet score
     /// sums through subgroup shuffles (devices with subgroups only); f32/f16/bf16 K/V are bound as
     /// vec4<u32> words. `mask_heads`: the mask terms differ per head (several mask heads, or
-    /// ALiBi); `softcap`: logits are softcapped.
+    /// ALiBi); `softcap`: logits are softcapped; `q8x`: the result is stored rounded to int8
+    /// per unit of 32 in `quant_act.wgsl`'s layout (dst i32 words) for a Q8X mat-vec to read.
     FlashAttnVec {
         mask: bool,
         mask_heads: bool,
@@ -154,6 +155,7 @@ pub enum Kernel {
         dv: u32,
         heads: u32,
         split: bool,
+        q8x: bool,
     },
     /// `top_k.wgsl`: the `k` largest, or argmax (`k` = 1, NaN lowest), in one pass or in the
     /// chunks-then-merge stages of long rows; `k` = 1 reduces through subgroup operations when
@@ -707,6 +709,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             dv,
             heads,
             split,
+            q8x,
         } => {
             push_flags(
                 &mut flags,
@@ -715,8 +718,15 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                     (softcap, "SOFTCAP"),
                     (sinks, "SINKS"),
                     (split, "SPLIT"),
+                    (q8x, "Q8X"),
                 ],
             );
+            if q8x && (split || !dv.is_multiple_of(32) || key.wg < dv / 4) {
+                let wg = key.wg;
+                return Err(format!(
+                    "flash_attn_vec to int8: dv = {dv}, wg = {wg}, split {split}"
+                ));
+            }
             if ![d, dv, key.wg].iter().all(|x| x.is_multiple_of(8)) {
                 let wg = key.wg;
                 return Err(format!("flash_attn_vec: d = {d}, dv = {dv}, wg = {wg}"));

@@ -365,6 +365,47 @@ fn fusions_plan_one_dispatch_per_pattern() {
     );
 }
 
+/// With int8 activations, a decode attention whose result only a product (plus residual)
+/// reads stores it rounded for that product: two dispatches, not three (attention, rounding,
+/// product); when the attention result is read elsewhere too, the three remain.
+#[test]
+fn attention_output_rounds_for_its_product() {
+    let gpu = WebGpuBackend::new(WebGpuConfig {
+        int8_activations: Int8Activations::All,
+        ..WebGpuConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let count = |also_read: bool| {
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, [64, 1, 4, 1]).unwrap();
+        let k = g.input("k", DType::F16, [64, 40, 2, 1]).unwrap();
+        let v = g.input("v", DType::F16, [64, 40, 2, 1]).unwrap();
+        let mask = g.input("mask", DType::F16, [40, 1, 1, 1]).unwrap();
+        let att = g
+            .flash_attn_ext(q, k, v, Some(mask), None, 0.125, 0.0, 0.0)
+            .unwrap();
+        let x = g.reshape(att, [256, 1, 1, 1]).unwrap();
+        let w = g
+            .weight(
+                "w",
+                DType::Q4_0,
+                [256, 48, 1, 1],
+                vec![0u8; 48 * 8 * 18].into(),
+            )
+            .unwrap();
+        let res = g.input("r", DType::F32, [48, 1, 1, 1]).unwrap();
+        let y = g.mul_mat(w, x).unwrap();
+        let r = g.add(y, res).unwrap();
+        g.mark_output(r).unwrap();
+        if also_read {
+            g.mark_output(att).unwrap();
+        }
+        gpu.compile_webgpu(&g).unwrap().dispatch_count()
+    };
+    assert_eq!(count(false), 2, "attention into the product");
+    assert_eq!(count(true), 3, "attention also an output");
+}
+
 /// With `int8_activations` (all) the quantized mat-vecs round their activations to int8: every
 /// product and fusion case passes, or misses its f32 tolerance by no more than that rounding
 /// explains (NMSE 5e-4, ggml's tolerance for products; 1e-3 for a GLU of two, whose gate

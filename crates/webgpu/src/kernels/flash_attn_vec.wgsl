@@ -25,6 +25,10 @@
 // unwritten tail with -inf: those keys cost one mask load each, never a step, and a split that
 // sees no key at all writes its empty state without merging. SOFTCAP: tanh softcapping.
 //
+// Q8X (unsplit only): the result goes to dst (i32 words) rounded to int8 per unit of 32, in
+// `quant_act.wgsl`'s layout (column iq + n_q·b, unit h·DV/32 + j), for a Q8X mat-vec (the
+// attention output projection) to read without a rounding dispatch of its own: the lanes of
+// octet j take unit j of a head, four values each.
 // SPLIT: each (row, head) writes (m, l, acc[DV]) to scratch (dst) at
 // ((h + n_head·(iq + n_q·b))·splits + s)·(DV + 2), merged by `flash_attn_combine.wgsl`; else
 // the sink (SINKS) is applied and the normalized result stored to dst [DV, n_head, n_q, batch].
@@ -84,6 +88,28 @@ fn octet_sum(v: f32) -> f32 {
     let s2 = s1 + subgroupShuffleXor(s1, 2u);
     return s2 + subgroupShuffleXor(s2, 4u);
 }
+
+#if Q8X
+// The largest of v over the octet, in every lane of it.
+fn octet_max(v: f32) -> f32 {
+    let s1 = max(v, subgroupShuffleXor(v, 1u));
+    let s2 = max(s1, subgroupShuffleXor(s1, 2u));
+    return max(s2, subgroupShuffleXor(s2, 4u));
+}
+
+// Values 4t .. 4t + 3 of head h's output x for column col, rounded: word t % 8 of unit t / 8,
+// and that unit's scale from its first lane; m is the unit's largest magnitude.
+fn q8x_store(h: u32, col: u32, t: u32, x: vec4<f32>, m: f32) {
+    let units = DV * t_ne(0u, 2u) / 32u;
+    let cols = t_ne(0u, 1u) * t_ne(0u, 3u);
+    let unit = col * units + h * (DV / 32u) + t / 8u;
+    let base = t_off(5u);
+    dst[base + 8u * unit + t % 8u] = bitcast<i32>(pack4x8snorm(x * select(1.0 / m, 0.0, m == 0.0)));
+    if (t % 8u == 0u) {
+        dst[base + 8u * cols * units + unit] = bitcast<i32>(m / 127.0);
+    }
+}
+#endif
 
 // The score of a key from its reduced dot product: softcap, then the mask term.
 fn logit(x: f32, mv: f32) -> f32 {
@@ -317,9 +343,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let base = t_off(5u) + ((h + n_head * (iq + n_q * b)) * op_u(9u) + split) * (DV + 2u);
             store_dst(base + c, select(0.0, NEG, c == 0u));
 #else
+#if Q8X
+            if (c % 4u == 0u && c < DV) {
+                q8x_store(h, iq + n_q * b, c / 4u, vec4<f32>(0.0), 0.0);
+            }
+#else
             if (c < DV) {
                 store_dst(t_idx(5u, vec4<u32>(c, h, iq, b)), 0.0);
             }
+#endif
 #endif
         }
         return;
@@ -390,6 +422,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
         let inv = select(fs / l, 0.0, l == 0.0);
 #endif
+#if Q8X
+        if (lane < DV / 4u) {
+            var x = vec4<f32>(0.0);
+            for (var w = 0u; w < NG; w++) {
+                let r = w * DV + 4u * lane;
+                x += vec4<f32>(red[r], red[r + 1u], red[r + 2u], red[r + 3u]);
+            }
+            let y = x * inv;
+            let m = octet_max(max(max(abs(y.x), abs(y.y)), max(abs(y.z), abs(y.w))));
+            q8x_store(h, iq + n_q * b, lane, y, m);
+        }
+#else
         for (var c = lid; c < DV; c += WG) {
             var o = 0.0;
             for (var w = 0u; w < NG; w++) {
@@ -401,6 +445,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             store_dst(t_idx(5u, vec4<u32>(c, h, iq, b)), o * inv);
 #endif
         }
+#endif
         workgroupBarrier();
     }
 #endunroll

@@ -113,6 +113,8 @@ struct VecOpts {
     /// The mask terms differ per head (several mask heads, or ALiBi).
     mask_heads: bool,
     softcap: bool,
+    /// The result rounded to int8 for a Q8X mat-vec (i32 words).
+    q8x: bool,
 }
 
 /// The vec kernel's variant.
@@ -134,8 +136,15 @@ fn vec_key(
             dv,
             heads: o.heads,
             split: o.split,
+            q8x: o.q8x,
         },
-        dtypes: attn_dtypes(k, v, mask),
+        dtypes: {
+            let mut d = attn_dtypes(k, v, mask);
+            if o.q8x {
+                d[5] = DType::I32;
+            }
+            d
+        },
         wg: o.lanes,
     }
 }
@@ -308,6 +317,31 @@ pub(super) fn flash_attn_ext(
     max_bias: f32,
     softcap: f32,
 ) -> Result<Vec<Dispatch>> {
+    let planned = plan(ctx, (scale, max_bias, softcap), None)?;
+    planned.ok_or_else(|| ctx.unsupported("no attention path"))
+}
+
+/// [`flash_attn_ext`] with its result rounded to int8 into `q8x` (`quant_act.wgsl`'s layout, for
+/// a Q8X mat-vec to read; `matmul::q8x_scratch`): the one-dispatch vec kernel where it runs,
+/// else `None`.
+pub(super) fn flash_attn_ext_q8x(
+    ctx: &Ctx,
+    (scale, max_bias, softcap): (f32, f32, f32),
+    q8x: &Operand,
+) -> Result<Option<Vec<Dispatch>>> {
+    let dv = ctx.src(2)?.layout.ne[0];
+    if !dv.is_multiple_of(32) {
+        return Ok(None);
+    }
+    plan(ctx, (scale, max_bias, softcap), Some(q8x))
+}
+
+/// The attention's dispatches (into `q8x` when given, or `None` where that cannot be).
+fn plan(
+    ctx: &Ctx,
+    (scale, max_bias, softcap): (f32, f32, f32),
+    q8x: Option<&Operand>,
+) -> Result<Option<Vec<Dispatch>>> {
     let (q, k, v, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.src(2)?, ctx.out());
     let mask = ctx.node.opt_src(3).map(|_| ctx.src(3)).transpose()?;
     let sinks = ctx.node.opt_src(4).map(|_| ctx.src(4)).transpose()?;
@@ -363,9 +397,12 @@ pub(super) fn flash_attn_ext(
         }),
     };
     if let Some((key, bq)) = prefill {
+        if q8x.is_some() {
+            return Ok(None);
+        }
         let groups = q.layout.ne[1].div_ceil(u64::from(bq)) * n_head * q.layout.ne[3];
         let operands = unsplit_operands([q, k, v], mask, sinks, dst);
-        return unsplit(ctx, key, operands, op, groups);
+        return unsplit(ctx, key, operands, op, groups).map(Some);
     }
     // The vec kernel sums across octets of subgroup lanes: it needs subgroups of 8 to WG_VEC
     // lanes (browsers, whose WGSL cannot enable them yet, take the tiled kernel).
@@ -415,7 +452,26 @@ pub(super) fn flash_attn_ext(
         split,
         mask_heads: mask.as_ref().is_some_and(|m| m.layout.ne[2] > 1) || max_bias > 0.0,
         softcap: softcap != 0.0,
+        q8x: false,
     };
+    if let Some(out) = q8x {
+        if !vec || want >= 2 || lanes < dv / 4 {
+            return Ok(None);
+        }
+        let key = vec_key(
+            k.dtype,
+            v.dtype,
+            mask_dtype,
+            sinks.is_some(),
+            (d, dv),
+            VecOpts {
+                q8x: true,
+                ..opts(false)
+            },
+        );
+        let operands = unsplit_operands([q, k, v], mask, sinks, out.clone());
+        return unsplit(ctx, key, operands, op, groups).map(Some);
+    }
     if want < 2 {
         let key = match vec {
             true => vec_key(
@@ -429,7 +485,7 @@ pub(super) fn flash_attn_ext(
             false => flash_attn_key(k.dtype, v.dtype, mask_dtype, sinks.is_some(), d, dv, false),
         };
         let operands = unsplit_operands([q, k, v], mask, sinks, dst);
-        return unsplit(ctx, key, operands, op, groups);
+        return unsplit(ctx, key, operands, op, groups).map(Some);
     }
     let per = steps.div_ceil(want) * step;
     let splits = n_kv.div_ceil(per);
@@ -467,7 +523,7 @@ pub(super) fn flash_attn_ext(
         items: ctx.items(rows)?,
         groups: ctx.grid(rows * chunks, 1)?,
     };
-    Ok(vec![partials, combine])
+    Ok(Some(vec![partials, combine]))
 }
 
 #[cfg(test)]
@@ -483,6 +539,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 split,
                 mask_heads: split,
                 softcap: !split,
+                q8x: false,
             };
             let (d, m) = ((64, 64), Some(DType::F16));
             keys.push(vec_key(k, v, m, true, d, o(4, false)));
@@ -492,6 +549,11 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 ..o(1, false)
             };
             keys.push(vec_key(k, v, m, false, d, unsplit));
+            let q8x = VecOpts {
+                q8x: true,
+                ..unsplit
+            };
+            keys.push(vec_key(k, v, m, true, d, q8x));
         }
     }
     for k in KV {
@@ -545,6 +607,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                         split,
                         mask_heads,
                         softcap,
+                        q8x: false,
                     };
                     keys.push(vec_key(DType::F16, DType::BF16, mask, sinks, (d, dv), o));
                 }

@@ -126,7 +126,7 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
             false => &VEC_COLS[..1],
         };
         return match cols.iter().copied().find(|&c| u64::from(c) >= n) {
-            Some(nc) => mul_mat_vec(ctx, &a, &b, &dst, None, nc, None),
+            Some(nc) => mul_mat_vec(ctx, &a, &b, &dst, None, nc, Act::F32(None)),
             None => mul_mat_tiled(ctx, &a, &b, &dst),
         };
     }
@@ -214,6 +214,13 @@ fn weight_bytes(w: &Operand) -> u64 {
     w.dtype.row_bytes(e[0]).unwrap_or(0) * e[1] * e[2] * e[3]
 }
 
+/// The scratch of `cols` columns of `units` units of int8 activations (`quant_act.wgsl`'s
+/// layout): 8 words of quants, a scale [and a sum of h² with `norm`] per unit and column.
+pub(super) fn q8x_scratch(units: u64, cols: u64, norm: bool) -> Result<Operand> {
+    let words = (8 + 1 + u64::from(norm)) * units * cols;
+    Operand::scratch(DType::I32, words.next_multiple_of(4))
+}
+
 /// With `int8`, the dispatch rounding a Q8X mat-vec's activations `x` (with `norm`: `h · g`
 /// and each unit's sum of h²) to int8 per unit of 32 into scratch (`quant_act.wgsl`), pushed to
 /// `out`, and the scratch operand the mat-vec then reads in place of `x`; without, nothing.
@@ -228,9 +235,7 @@ fn quant_act(
         return Ok(None);
     }
     let (units, cols) = (x.layout.ne[0] / 32, x.layout.ne[1]);
-    // 8 words of quants, a scale [and a sum of h²] per unit and column.
-    let words = (8 + 1 + u64::from(norm.is_some())) * units * cols;
-    let scratch = Operand::scratch(DType::I32, words.next_multiple_of(4))?;
+    let scratch = q8x_scratch(units, cols, norm.is_some())?;
     let mut op = [0; OP_WORDS];
     op[0] = ctx.items(units)?;
     op[1] = ctx.items(cols)?;
@@ -666,7 +671,40 @@ pub(super) fn mul_mat_vec_add(
         && unit_path(mm, &a, &b)
         && (unit_decoded(a.dtype) || n == 1);
     match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
-        Some(nc) if ok => mul_mat_vec(mm, &a, &b, &dst, Some(&residual), nc, None).map(Some),
+        Some(nc) if ok => {
+            mul_mat_vec(mm, &a, &b, &dst, Some(&residual), nc, Act::F32(None)).map(Some)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// [`mul_mat_vec_add`] of activations some earlier dispatch has already rounded to int8 into
+/// `pre` ([`q8x_scratch`] of the product's activations, without sums of h²: the attention
+/// output, `attention::flash_attn_ext_q8x`); `None` when the product does not take int8
+/// activations ([`q8x`]'s policy: rounded for free, they would pay for smaller weights too, but
+/// within noise on an H200, 1,001 to 1,008 t/s for the Llama 3.2 1B shape's 2.4 MB attention
+/// output, and the policy keeps the op table's small products exact).
+pub(super) fn mul_mat_vec_add_q8x(
+    mm: &Ctx,
+    residual: Operand,
+    dst: Operand,
+    pre: Operand,
+) -> Result<Option<Vec<Dispatch>>> {
+    let (a, b) = (mm.src(0)?, mm.src(1)?);
+    if !q8x(mm, a.dtype, weight_bytes(&a), &b) || !b.layout.ne[0].is_multiple_of(32) {
+        return Ok(None);
+    }
+    let n = b.layout.ne[1];
+    let ok = mm.out().layout.ne == dst.layout.ne
+        && residual.layout.ne == dst.layout.ne
+        && residual.dtype == DType::F32
+        && dst.dtype == DType::F32
+        && b.dtype == DType::F32
+        && unit_path(mm, &a, &b);
+    match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
+        Some(nc) if ok => {
+            mul_mat_vec(mm, &a, &b, &dst, Some(&residual), nc, Act::Q8X(pre)).map(Some)
+        }
         _ => Ok(None),
     }
 }
@@ -682,9 +720,17 @@ pub(super) fn mul_mat_vec_norm(mm: &Ctx, norm: &VecNorm) -> Result<Option<Vec<Di
         && unit_decoded(a.dtype)
         && norm.fits(mm, &a, &b);
     match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
-        Some(nc) if ok => mul_mat_vec(mm, &a, &b, &dst, None, nc, Some(norm)).map(Some),
+        Some(nc) if ok => mul_mat_vec(mm, &a, &b, &dst, None, nc, Act::F32(Some(norm))).map(Some),
         _ => Ok(None),
     }
+}
+
+/// A mat-vec's activations: f32 (with a norm in front of the product or not; rounded to int8
+/// by a dispatch of its own where the int8 policy says), or already rounded to int8 into a
+/// [`q8x_scratch`].
+enum Act<'a> {
+    F32(Option<&'a VecNorm>),
+    Q8X(Operand),
 }
 
 /// mul_mat through `mul_mat_vec.wgsl` (shape from `vec_shape`), plus
@@ -696,7 +742,7 @@ fn mul_mat_vec(
     dst: &Operand,
     residual: Option<&Operand>,
     nc: u32,
-    norm: Option<&VecNorm>,
+    act: Act,
 ) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
     let epilogue = match residual {
@@ -704,8 +750,13 @@ fn mul_mat_vec(
         None => VecEpilogue::None,
     };
     let mut out = Vec::new();
-    let int8 = q8x(ctx, a.dtype, weight_bytes(a), b);
-    let scratch = quant_act(ctx, int8, b, norm, &mut out)?;
+    let (int8, norm, scratch) = match act {
+        Act::F32(norm) => {
+            let int8 = q8x(ctx, a.dtype, weight_bytes(a), b);
+            (int8, norm, quant_act(ctx, int8, b, norm, &mut out)?)
+        }
+        Act::Q8X(pre) => (true, None, Some(pre)),
+    };
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
         let flags = (ctx.caps.subgroups, int8);

@@ -612,6 +612,71 @@ fn attention_input_cases(out: &mut Vec<Case>) {
     out.push(attention_input_case(base, AttnMiss::KHeads));
 }
 
+/// Decode attention (f16 cache, causal mask over the written keys) whose reshaped result feeds
+/// a product plus residual, as every block's attention output; with `also_read` the attention
+/// result is an output too (unfused). Under int8 activations the attention stores its result
+/// rounded to int8 for the product (`FUSED_ATTN_OUTPUT`).
+fn attention_output_case(
+    wt: DType,
+    (hd, heads, kv_heads, n_kv): (u64, u64, u64, u64),
+    also_read: bool,
+) -> Case {
+    let miss = if also_read {
+        ", attention also an output (unfused)"
+    } else {
+        ""
+    };
+    let desc = format!(
+        "FUSED attention {heads}/{kv_heads} heads of {hd}, {n_kv} keys into mul_mat {wt} + residual{miss}"
+    );
+    case("FUSED_ATTN_OUTPUT", desc, MATMUL, move |g, rng| {
+        let mut b = Built::default();
+        let q = input(g, rng, &mut b, DType::F32, [hd, 1, heads, 1], -1.0, 1.0)?;
+        let k = input(
+            g,
+            rng,
+            &mut b,
+            DType::F16,
+            [hd, n_kv, kv_heads, 1],
+            -1.0,
+            1.0,
+        )?;
+        let v = input(
+            g,
+            rng,
+            &mut b,
+            DType::F16,
+            [hd, n_kv, kv_heads, 1],
+            -1.0,
+            1.0,
+        )?;
+        let mask = g.input("mask", DType::F16, [n_kv, 1, 1, 1])?;
+        // The last quarter of the cache not written yet: -inf (f16 0xfc00).
+        let row = (0..n_kv).flat_map(|j| match j < n_kv * 3 / 4 {
+            true => [0u8, 0],
+            false => [0, 0xfc],
+        });
+        b.inputs.push((mask, row.collect()));
+        let att = g.flash_attn_ext(q, k, v, Some(mask), None, 0.125, 0.0, 0.0)?;
+        let x = g.reshape(att, [hd * heads, 1, 1, 1])?;
+        let w = weight(g, rng, wt, [hd * heads, 48, 1, 1])?;
+        let res = input(g, rng, &mut b, DType::F32, [48, 1, 1, 1], -1.0, 1.0)?;
+        let y = g.mul_mat(w, x)?;
+        let r = g.add(y, res)?;
+        g.mark_output(r)?;
+        if also_read {
+            g.mark_output(att)?;
+        }
+        Ok(b)
+    })
+}
+
+fn attention_output_cases(out: &mut Vec<Case>) {
+    out.push(attention_output_case(DType::Q4_0, (64, 4, 2, 40), false));
+    out.push(attention_output_case(DType::Q4_K, (128, 2, 1, 300), false));
+    out.push(attention_output_case(DType::Q4_0, (64, 4, 2, 40), true));
+}
+
 /// Appends the fusion cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     norm_mul_cases(out);
@@ -622,4 +687,5 @@ pub(super) fn add(out: &mut Vec<Case>) {
     rope_pair_cases(out);
     kv_store_cases(out);
     attention_input_cases(out);
+    attention_output_cases(out);
 }
