@@ -205,7 +205,8 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
                 if let Some(found) = attention_output(&mctx, out, &private)? {
                     return Ok(Some(found));
                 }
-                if let Some(d) = matmul::mul_mat_vec_add(&mctx, anchor.src(r)?, dst.clone())? {
+                if let Some(d) = matmul::mul_mat_vec_add(&mctx, anchor.src(r)?, dst.clone(), None)?
+                {
                     return Ok(Some((vec![mm], d)));
                 }
             }
@@ -248,7 +249,7 @@ fn attention_output(
     let Some(mut d) = attention::flash_attn_ext_q8x(&actx, params, &pre)? else {
         return Ok(None);
     };
-    let Some(product) = matmul::mul_mat_vec_add_q8x(mm, residual, dst, pre)? else {
+    let Some(product) = matmul::mul_mat_vec_add(mm, residual, dst, Some(pre))? else {
         return Ok(None);
     };
     d.extend(product);

@@ -655,43 +655,21 @@ pub(super) fn mul_mat_vec_glu(
 
 /// The mul_mat node `mm` (its context) followed by ggml_add of `residual` (same extents, f32),
 /// whose result is `dst`, as one mat-vec dispatch per weight window; `None` when the product
-/// does not take the mat-vec path.
+/// does not take the mat-vec path. With `pre`, its activations were already rounded to int8 by
+/// an earlier dispatch ([`q8x_scratch`] of them without sums of h²: the attention output,
+/// `attention::flash_attn_ext_q8x`), and it is `None` too when the product does not take int8
+/// activations ([`q8x`]'s policy: rounded for free, they would pay for smaller weights too, but
+/// within noise on an H200, 1,001 to 1,008 t/s for the Llama 3.2 1B shape's 2.4 MB attention
+/// output, and the policy keeps the op table's small products exact).
 pub(super) fn mul_mat_vec_add(
     mm: &Ctx,
     residual: Operand,
     dst: Operand,
+    pre: Option<Operand>,
 ) -> Result<Option<Vec<Dispatch>>> {
     let (a, b) = (mm.src(0)?, mm.src(1)?);
-    let n = b.layout.ne[1];
-    let ok = mm.out().layout.ne == dst.layout.ne
-        && residual.layout.ne == dst.layout.ne
-        && residual.dtype == DType::F32
-        && dst.dtype == DType::F32
-        && b.dtype == DType::F32
-        && unit_path(mm, &a, &b)
-        && (unit_decoded(a.dtype) || n == 1);
-    match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
-        Some(nc) if ok => {
-            mul_mat_vec(mm, &a, &b, &dst, Some(&residual), nc, Act::F32(None)).map(Some)
-        }
-        _ => Ok(None),
-    }
-}
-
-/// [`mul_mat_vec_add`] of activations some earlier dispatch has already rounded to int8 into
-/// `pre` ([`q8x_scratch`] of the product's activations, without sums of h²: the attention
-/// output, `attention::flash_attn_ext_q8x`); `None` when the product does not take int8
-/// activations ([`q8x`]'s policy: rounded for free, they would pay for smaller weights too, but
-/// within noise on an H200, 1,001 to 1,008 t/s for the Llama 3.2 1B shape's 2.4 MB attention
-/// output, and the policy keeps the op table's small products exact).
-pub(super) fn mul_mat_vec_add_q8x(
-    mm: &Ctx,
-    residual: Operand,
-    dst: Operand,
-    pre: Operand,
-) -> Result<Option<Vec<Dispatch>>> {
-    let (a, b) = (mm.src(0)?, mm.src(1)?);
-    if !q8x(mm, a.dtype, weight_bytes(&a), &b) || !b.layout.ne[0].is_multiple_of(32) {
+    let int8_ok = || q8x(mm, a.dtype, weight_bytes(&a), &b) && b.layout.ne[0].is_multiple_of(32);
+    if pre.is_some() && !int8_ok() {
         return Ok(None);
     }
     let n = b.layout.ne[1];
@@ -700,11 +678,14 @@ pub(super) fn mul_mat_vec_add_q8x(
         && residual.dtype == DType::F32
         && dst.dtype == DType::F32
         && b.dtype == DType::F32
-        && unit_path(mm, &a, &b);
+        && unit_path(mm, &a, &b)
+        && (unit_decoded(a.dtype) || n == 1);
+    let act = match pre {
+        Some(pre) => Act::Q8X(pre),
+        None => Act::F32(None),
+    };
     match VEC_COLS.into_iter().find(|&c| u64::from(c) >= n) {
-        Some(nc) if ok => {
-            mul_mat_vec(mm, &a, &b, &dst, Some(&residual), nc, Act::Q8X(pre)).map(Some)
-        }
+        Some(nc) if ok => mul_mat_vec(mm, &a, &b, &dst, Some(&residual), nc, act).map(Some),
         _ => Ok(None),
     }
 }

@@ -632,24 +632,9 @@ fn attention_output_case(
     case("FUSED_ATTN_OUTPUT", desc, MATMUL, move |g, rng| {
         let mut b = Built::default();
         let q = input(g, rng, &mut b, DType::F32, [hd, 1, heads, 1], -1.0, 1.0)?;
-        let k = input(
-            g,
-            rng,
-            &mut b,
-            DType::F16,
-            [hd, n_kv, kv_heads, 1],
-            -1.0,
-            1.0,
-        )?;
-        let v = input(
-            g,
-            rng,
-            &mut b,
-            DType::F16,
-            [hd, n_kv, kv_heads, 1],
-            -1.0,
-            1.0,
-        )?;
+        let kv = [hd, n_kv, kv_heads, 1];
+        let k = input(g, rng, &mut b, DType::F16, kv, -1.0, 1.0)?;
+        let v = input(g, rng, &mut b, DType::F16, kv, -1.0, 1.0)?;
         let mask = g.input("mask", DType::F16, [n_kv, 1, 1, 1])?;
         // The last quarter of the cache not written yet: -inf (f16 0xfc00).
         let row = (0..n_kv).flat_map(|j| match j < n_kv * 3 / 4 {
