@@ -89,6 +89,10 @@ pub enum Kernel {
         /// other binding of the dispatch shares, and the driver may then take its read-only
         /// load path (an H200 mat-vec kernel study: 15-20% faster int8 products).
         ro_weights: bool,
+        /// The weights are bound as vec4<u32>s (WV4), read 16 bytes a load where a decoder
+        /// reads aligned words four at a time (q4_K's int8 jobs): the planner checks that
+        /// every weight row starts on a 16-byte boundary.
+        wv4: bool,
     },
     /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
     /// `MulMatVec`.
@@ -520,6 +524,10 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         if mat_vec && weight && matches!(dt, DType::F16 | DType::BF16 | DType::F32) {
             elem = "u32";
         }
+        let wv4 = matches!(key.kernel, Kernel::MulMatVec { wv4: true, .. });
+        if wv4 && weight {
+            elem = "vec4<u32>";
+        }
         if mat_vec && k == 1 || vec_norm_slot(&key.kernel) == Some(k) || act_quant {
             elem = "vec4<f32>";
         }
@@ -822,6 +830,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             q8x,
             norm,
             ro_weights: _,
+            wv4,
         } => {
             if subgroups {
                 flags.push("SUBGROUP");
@@ -831,6 +840,15 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                     return Err(format!("no int8-activation decoder for {src0}"));
                 }
                 flags.push("Q8X");
+            }
+            // Units a lane's job takes (an `#unroll` count, expanded before `#if`).
+            let upj = if q8x { crate::ops::job_units(src0) } else { 1 };
+            if upj > 1 {
+                flags.push("JOB");
+            }
+            vars.push(("UPJ", upj.to_string()));
+            if wv4 {
+                flags.push("WV4");
             }
             let mut weights = 1;
             match epilogue {
@@ -902,7 +920,9 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     };
     let mut text = head;
     text.push_str(COMMON);
-    if quant {
+    // quant.wgsl reads src0 as words; vec4-bound weights have their own decoder.
+    let wv4 = matches!(key.kernel, Kernel::MulMatVec { wv4: true, .. });
+    if quant && !wv4 {
         text.push_str(QUANT);
         text.push_str(&grid_source(src0)?);
     }

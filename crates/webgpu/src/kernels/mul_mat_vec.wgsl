@@ -58,7 +58,13 @@ var<workgroup> red: array<f32, {{RED}}>;
 // Which weight `part` decodes: 0 = src0, 1 = src2.
 var<private> wsel: u32;
 
+#if WV4
+// The weights bound as vec4<u32> (WV4: rows on 16-byte boundaries), so a decoder's four
+// aligned words are one load (`ld4`).
+fn ldv(i: u32) -> vec4<u32> {
+#else
 fn ldw(i: u32) -> u32 {
+#endif
 #if GLU
     if (wsel == 1u) {
         return src2[i];
@@ -74,6 +80,21 @@ fn ldw(i: u32) -> u32 {
 #endif
     return src0[i];
 }
+
+#if WV4
+fn ldw(i: u32) -> u32 {
+    return ldv(i >> 2u)[i & 3u];
+}
+
+// Words i .. i + 3 of the weight, for an i that is a multiple of 4.
+fn ld4(i: u32) -> vec4<u32> {
+    return ldv(i >> 2u);
+}
+#else
+fn ld4(i: u32) -> vec4<u32> {
+    return vec4<u32>(ldw(i), ldw(i + 1u), ldw(i + 2u), ldw(i + 3u));
+}
+#endif
 
 fn dot2(w: array<vec4<f32>, 2>, x0: vec4<f32>, x1: vec4<f32>) -> f32 {
     return dot(w[0], x0) + dot(w[1], x1);
@@ -111,6 +132,51 @@ fn xword(a: vec4<u32>, b: vec4<u32>, i: u32) -> u32 {
 fn dotq(w: PartQ, qa: u32, qb: u32, xs: i32) -> f32 {
     return w.d * f32(dot4I8Packed(w.qa, qa) + dot4I8Packed(w.qb, qb)) + w.m * f32(xs);
 }
+
+// Unit u of column c of the rounded activations: its quants (values 0..15 in a, 16..31 in b),
+// its scale and, with NORM, its sum of h².
+struct XU {
+    a: vec4<u32>,
+    b: vec4<u32>,
+    d: f32,
+    ss: f32,
+}
+
+fn xunit(c: u32, u: u32, units: u32, n_cols: u32) -> XU {
+    let o = t_off(1u) / 4u + 2u * (c * units + u);
+    let dq0 = t_off(1u) + 8u * n_cols * units;
+    let dw = dq0 + c * units + u;
+    var ss = 0.0;
+#if NORM
+    let sw = dq0 + (n_cols + c) * units + u;
+    ss = bitcast<f32>(src1[sw / 4u][sw % 4u]);
+#endif
+    return XU(src1[o], src1[o + 1u], bitcast<f32>(src1[dw / 4u][dw % 4u]), ss);
+}
+
+#if JOB
+// Q8X with jobs (the K formats, `jobq` in quant_part.wgsl): a lane takes job j of every row, UPJ
+// units (`job_unit`) whose quants share their bytes, so one lane loads those bytes once, in
+// whole words (and with WV4, 16-byte loads: q4_K's head and quants are three a job). Each
+// half unit of 16 values has its scale and offset.
+fn dot16(w: vec4<u32>, x: vec4<u32>) -> i32 {
+    return dot4I8Packed(w.x, x.x) + dot4I8Packed(w.y, x.y) + dot4I8Packed(w.z, x.z)
+        + dot4I8Packed(w.w, x.w);
+}
+
+// The sums of the activation quants of the halves of x.
+fn xsums(x: XU) -> vec2<f32> {
+    let one = vec4<u32>(0x01010101u);
+    return vec2<f32>(f32(dot16(x.a, one)), f32(dot16(x.b, one)));
+}
+
+// Unit k of job w times the activation unit x (its half sums xs), before x's scale.
+fn jdot(w: JobQ, k: u32, x: XU, xs: vec2<f32>) -> f32 {
+    let h = 2u * k;
+    return w.d[h] * f32(dot16(w.w[h], x.a)) + w.m[h] * xs.x
+        + w.d[h + 1u] * f32(dot16(w.w[h + 1u], x.b)) + w.m[h + 1u] * xs.y;
+}
+#endif
 #else
 // Lanes per unit: four, each decoding one part.
 const LPU: u32 = 4u;
@@ -232,27 +298,56 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let x0 = t_idx(1u, vec4<u32>(0u, 0u, i2, i3)) / 4u;
     let xcol = t_nb(1u, 1u) / 4u;
     let units = op_u(0u) / 32u;
+#if JOB
+    for (var j = lid; j < units / UPJ; j += WG) {
+#unroll k UPJ
+        let u_$k = job_unit(j, $ku);
+#unroll c NC
+        var x_$k_$c = XU(vec4<u32>(0u), vec4<u32>(0u), 0.0, 0.0);
+        if ($cu < n_cols) {
+            x_$k_$c = xunit($cu, u_$k, units, n_cols);
+        }
+#if NORM
+        ss_$c += x_$k_$c.ss;
+#endif
+        let xs_$k_$c = xsums(x_$k_$c);
+#endunroll
+#endunroll
+#unroll r RPW
+#if GLU
+        wsel = 0u;
+#endif
+        let w_$r = jobq(row0_$r, j);
+#if GLU
+        wsel = 1u;
+        let g_$r = jobq(row2_$r, j);
+#endif
+#unroll c NC
+#unroll k UPJ
+        acc_$r_$c += x_$k_$c.d * jdot(w_$r, $ku, x_$k_$c, xs_$k_$c);
+#if GLU
+        up_$r_$c += x_$k_$c.d * jdot(g_$r, $ku, x_$k_$c, xs_$k_$c);
+#endif
+#endunroll
+#endunroll
+#endunroll
+    }
+#else
     for (var u = lid / LPU; u < units; u += WG / LPU) {
 #if Q8X
         // Each column's unit: its quants, its scale, each part's sum of quants.
-        let xq0 = t_off(1u) / 4u;
-        let dq0 = t_off(1u) + 8u * n_cols * units;
 #unroll c NC
-        var xa_$c = vec4<u32>(0u);
-        var xb_$c = vec4<u32>(0u);
-        var dx_$c = 0.0;
+        var x_$c = XU(vec4<u32>(0u), vec4<u32>(0u), 0.0, 0.0);
         if ($cu < n_cols) {
-            let o = xq0 + 2u * ($cu * units + u);
-            xa_$c = src1[o];
-            xb_$c = src1[o + 1u];
-            let dw = dq0 + $cu * units + u;
-            dx_$c = bitcast<f32>(src1[dw / 4u][dw % 4u]);
-#if NORM
-            // The unit's sum of h², for the norm's scale at the end.
-            let sw = dq0 + (n_cols + $cu) * units + u;
-            ss_$c += bitcast<f32>(src1[sw / 4u][sw % 4u]);
-#endif
+            x_$c = xunit($cu, u, units, n_cols);
         }
+#if NORM
+        // The unit's sum of h², for the norm's scale at the end.
+        ss_$c += x_$c.ss;
+#endif
+        let xa_$c = x_$c.a;
+        let xb_$c = x_$c.b;
+        let dx_$c = x_$c.d;
 #unroll p 4
         let qa_$c_$p = xword(xa_$c, xb_$c, xpair($pu).x);
         let qb_$c_$p = xword(xa_$c, xb_$c, xpair($pu).y);
@@ -327,6 +422,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endunroll
 #endif
     }
+#endif
     // Sum k of the workgroup lands in red[k * WG].
 #if SUBGROUP
     let slot = sg_id;

@@ -63,6 +63,21 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 }
 #endif
 
+#if JOB
+// Jobs of the mat-vec's int8 path (Q8X) for q4_K and q6_K: `jobq(row, j)` gives UPJ = 2 units
+// of a row whose quants share their bytes (`job_unit(j, k)` says which), each as two vec4s of
+// words of four quants in value order (unit k's values 16h .. 16h + 15 in w[2k + h]), and a
+// scale d and offset m per half unit (value = d · q + m). One lane decodes both units from one
+// load of their bytes instead of two lanes loading them each.
+const UPJ: u32 = 2u;
+
+struct JobQ {
+    w: array<vec4<u32>, 4>,
+    d: vec4<f32>,
+    m: vec4<f32>,
+}
+#endif
+
 #if U_KSCALES
 // q4_K and q5_K open with { f16 d; f16 dmin; u8 scales[12]; }: unit u of a row at `row`
 // (blocks of `size` bytes) is sub-block u % 8 of block u / 8, with values d · q - mn.
@@ -145,6 +160,32 @@ fn partq(row: u32, u: u32, p: u32) -> PartQ {
 }
 #endif
 
+#if U_Q4_K
+#if JOB
+// Job j: sub-blocks 2c and 2c + 1 (c = j % 4) of block j / 4, the low and the high nibbles of
+// the same 32 quant bytes. The block's head (d, dmin, the 12 scale bytes) and those bytes are
+// words 0..3 and 4 + 8c .. 11 + 8c of a block of 36: three 16-byte loads with WV4.
+fn job_unit(j: u32, k: u32) -> u32 {
+    return 2u * j + k;
+}
+
+fn jobq(row: u32, j: u32) -> JobQ {
+    let c = j % 4u;
+    let w0 = (row + (j / 4u) * 144u) >> 2u;
+    let h = ld4(w0);
+    let qa = ld4(w0 + 4u + 8u * c);
+    let qb = ld4(w0 + 8u + 8u * c);
+    let dm = unpack2x16float(h.x);
+    let s0 = kscale(h.y, h.z, h.w, 2u * c) * dm;
+    let s1 = kscale(h.y, h.z, h.w, 2u * c + 1u) * dm;
+    let lo = vec4<u32>(LOW4);
+    let four = vec4<u32>(4u);
+    return JobQ(array<vec4<u32>, 4>(qa & lo, qb & lo, (qa >> four) & lo, (qb >> four) & lo),
+                vec4<f32>(s0.x, s0.x, s1.x, s1.x), -vec4<f32>(s0.y, s0.y, s1.y, s1.y));
+}
+#endif
+#endif
+
 #if U_Q6_K
 // q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; } (210 bytes: 2-aligned). Sub-block
 // s = 4n + quarter: low nibbles from ql[64n + 32 (quarter & 1) + l] at bit 4 (quarter >> 1),
@@ -165,6 +206,51 @@ fn partq(row: u32, u: u32, p: u32) -> PartQ {
     let qb = ((w2(ql + 4u) >> shl) & LOW4) | (((w2(qh + 4u) >> shh) & 0x03030303u) << 4u);
     return PartQ(qa, qb, f, -32.0 * f);
 }
+
+#if JOB
+// Job j: quarters q and q + 2 (q = j % 2) of half n = j / 2 % 2 of block j / 4, which share
+// their 32 ql bytes (low and high nibbles) and their 32 qh bytes (bits 2q and 2q + 4).
+fn job_unit(j: u32, k: u32) -> u32 {
+    return 8u * (j / 4u) + 4u * (j / 2u % 2u) + j % 2u + 2u * k;
+}
+
+// The 8 words from byte b on, for a 2-aligned b: 9 word loads, funnelled when b is not
+// 4-aligned (blocks of 210 bytes alternate).
+fn ld8(b: u32) -> array<vec4<u32>, 2> {
+    let i = b >> 2u;
+    let a = ld4(i);
+    let c = ld4(i + 4u);
+    let e = ldw(i + 8u);
+    let up = (b & 2u) != 0u;
+    let sh = vec4<u32>(16u);
+    let fa = (a >> sh) | (vec4<u32>(a.yzw, c.x) << sh);
+    let fc = (c >> sh) | (vec4<u32>(c.yzw, e) << sh);
+    return array<vec4<u32>, 2>(select(a, fa, up), select(c, fc, up));
+}
+
+fn jobq(row: u32, j: u32) -> JobQ {
+    let blk = row + (j / 4u) * 210u;
+    let n = j / 2u % 2u;
+    let q = j % 2u;
+    let ql = ld8(blk + 64u * n + 32u * q);
+    let qh = ld8(blk + 128u + 32u * n);
+    // The half's 8 scales: unit q takes 2q and 2q + 1, unit q + 2 takes 2q + 4 and 2q + 5.
+    let sa = bytes_i(w2(blk + 192u + 8u * n));
+    let sb = bytes_i(w2(blk + 196u + 8u * n));
+    let d = unpack2x16float(w2(blk + 208u)).x;
+    let f = d * vec4<f32>(select(sa.xy, sa.zw, q == 1u), select(sb.xy, sb.zw, q == 1u));
+    let lo = vec4<u32>(LOW4);
+    let two = vec4<u32>(0x03030303u);
+    let s0 = vec4<u32>(2u * q);
+    let s1 = vec4<u32>(2u * q + 4u);
+    let four = vec4<u32>(4u);
+    return JobQ(array<vec4<u32>, 4>(
+        (ql[0] & lo) | (((qh[0] >> s0) & two) << four),
+        (ql[1] & lo) | (((qh[1] >> s0) & two) << four),
+        ((ql[0] >> four) & lo) | (((qh[0] >> s1) & two) << four),
+        ((ql[1] >> four) & lo) | (((qh[1] >> s1) & two) << four)), f, -32.0 * f);
+}
+#endif
 #endif
 
 #if U_Q5_K

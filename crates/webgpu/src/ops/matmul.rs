@@ -39,18 +39,22 @@ const QUANT_ACT_WG: u32 = 64;
 /// for Llama 3.2 1B (also 2 rows a workgroup instead of 4 for its 2,048 rows); the 8B's went
 /// from 217 to 215 (its 4,096 rows keep 4, its 1,024 k/v rows drop to 1).
 ///
-/// With int8 activations (`int8`) a lane takes a whole unit: the same 128 or 256 lanes, but 32
-/// for rows of at most 64 units, two units a lane (Llama 3.2 1B's rows of 2,048: its ffn
+/// With int8 activations a lane takes a whole unit (`upj` = 1): the same 128 or 256 lanes, but
+/// 32 for rows of at most 64 units, two units a lane (Llama 3.2 1B's rows of 2,048: its ffn
 /// gate/up and output head). On an H200 that took the 1B's tg128 from 925 to 980 t/s with 64
 /// lanes and to 1,020 with 32; 64 lanes for the 8B's 128-unit rows lost 6% (322 to 301),
 /// though `ops --large` timed them faster (its weights stay in L2; a decode step's come from
-/// memory).
+/// memory). Lanes whose jobs are two units (q4_K, q6_K: `upj` = 2) take one step over rows of
+/// up to 128 jobs (32-128 lanes) and 128 lanes beyond: on an H200 the 8B shape's tg128 went
+/// from 303.7 to 307.7 t/s (q4_K) and from 200.1 to 205.6 (q6_K) against the unit rule's 32 for
+/// 4,096-wide rows and 128 for 14,336; 256 lanes for 14,336 took the down projection from 17.5
+/// to 19.2 µs.
 ///
 /// The reduction holds one f32 per lane and sum (`nw` per row, plus `extra` of the norm
 /// prologue, per column) in [`VEC_RED_FLOATS`]: a shape that would not fit at `min_rpw` rows
 /// takes fewer lanes (wide rows with a norm and 5-8 columns).
 fn vec_shape(
-    (units, int8): (u64, bool),
+    (units, upj): (u64, Option<u64>),
     m: u64,
     nc: u32,
     nw: u32,
@@ -58,8 +62,9 @@ fn vec_shape(
     min_rpw: u32,
 ) -> (u32, u32) {
     let fits = |wg: u32, rpw: u32| (nw * rpw + extra) * nc * wg <= VEC_RED_FLOATS;
-    let mut wg = match (int8, units) {
-        (true, 0..=64) => 32,
+    let mut wg = match (upj, units) {
+        (Some(1), 0..=64) => 32,
+        (Some(j), _) if j > 1 => (units / j).next_power_of_two().clamp(32, 128) as u32,
         (_, 0..=256) => 128,
         _ => 256,
     };
@@ -176,6 +181,15 @@ fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
     f32_ok && weight_ok && la.ne[0].is_multiple_of(32)
 }
 
+/// Units of 32 a lane of the int8 mat-vec takes at a time (`jobq` in `quant_part.wgsl`): two
+/// for q4_K and q6_K, whose units pair up on the same quant bytes; one for the rest.
+pub(crate) fn job_units(a: DType) -> u64 {
+    match a {
+        DType::Q4_K | DType::Q6_K => 2,
+        _ => 1,
+    }
+}
+
 /// Weight dtypes whose mat-vec can take int8 activations and integer dot products (`partq` in
 /// `quant_part.wgsl`): decoding eight floats per part and row makes the float path bound by
 /// instruction issue, not by weight bytes (an H200 reads q4_0 at a third of f16's bytes per
@@ -282,7 +296,9 @@ fn vec_key(
         VecEpilogue::QkvRope { .. } => 2,
         _ => 1,
     };
-    let (wg, rpw) = vec_shape((units, int8), m, nc, nw, u32::from(norm), min_rpw);
+    // With int8 activations a lane's steps are its jobs of `job_units` units.
+    let upj = int8.then(|| job_units(a));
+    let (wg, rpw) = vec_shape((units, upj), m, nc, nw, u32::from(norm), min_rpw);
     let f = DType::F32;
     let mut dtypes = match epilogue {
         VecEpilogue::None => vec![a, f, f],
@@ -314,6 +330,7 @@ fn vec_key(
             q8x: int8,
             norm,
             ro_weights: false,
+            wv4: false,
         },
         dtypes,
         wg,
@@ -322,8 +339,10 @@ fn vec_key(
 
 /// `key` (a mat-vec's) with its weights bound read-only when every weight operand (the slots
 /// [`crate::shaders::read_only`] gives) is a weight leaf and no other operand of the dispatch
-/// shares its buffer (a weight's buffer holds only it); else as it is.
-fn read_only_weights(ctx: &Ctx, mut key: PipelineKey, operands: &[Operand]) -> PipelineKey {
+/// shares its buffer (a weight's buffer holds only it), and bound as vec4s (`wv4`) when the
+/// int8 path of q4_K reads them and every weight row starts on a 16-byte boundary (the arena
+/// and the binding windows start on the storage offset alignment, a multiple of 16).
+fn bind_weights(ctx: &Ctx, mut key: PipelineKey, operands: &[Operand]) -> PipelineKey {
     let set = |key: &mut PipelineKey, on: bool| {
         if let Kernel::MulMatVec { ro_weights, .. } = &mut key.kernel {
             *ro_weights = on;
@@ -342,6 +361,21 @@ fn read_only_weights(ctx: &Ctx, mut key: PipelineKey, operands: &[Operand]) -> P
             .iter()
             .all(|&k| root(&operands[k]).is_none_or(|r| !weights.contains(&Some(r))));
     set(&mut key, ok && mask != 0);
+    let align16 = |o: &Operand| {
+        let l = &o.layout;
+        l.offset.is_multiple_of(16) && (1..4).all(|d| l.ne[d] == 1 || l.nb[d].is_multiple_of(16))
+    };
+    let aligned = ro.iter().all(|&k| align16(&operands[k]))
+        && u64::from(ctx.caps.limits.min_storage_buffer_offset_alignment).is_multiple_of(16);
+    if let Kernel::MulMatVec {
+        q8x: true,
+        ro_weights: true,
+        wv4,
+        ..
+    } = &mut key.kernel
+    {
+        *wv4 = operands[0].dtype == DType::Q4_K && aligned;
+    }
     key
 }
 
@@ -495,7 +529,7 @@ fn qkv_dispatch(
         operands[1] = s;
     }
     let groups: u64 = rows.iter().map(|m| m.div_ceil(rpw)).sum();
-    let key = read_only_weights(q, key, &operands);
+    let key = bind_weights(q, key, &operands);
     out.push(Dispatch {
         key,
         operands,
@@ -642,7 +676,7 @@ pub(super) fn mul_mat_vec_glu(
     if let Some(s) = scratch {
         operands[1] = s;
     }
-    let key = read_only_weights(gate, key, &operands);
+    let key = bind_weights(gate, key, &operands);
     out.push(Dispatch {
         key,
         operands,
@@ -761,7 +795,7 @@ fn mul_mat_vec(
         if let Some(s) = &scratch {
             operands[1] = s.clone();
         }
-        let key = read_only_weights(ctx, key, &operands);
+        let key = bind_weights(ctx, key, &operands);
         out.push(Dispatch {
             key,
             operands,
@@ -924,19 +958,25 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         keys.push(tiled_key(a));
         keys.extend([64, 128].map(|bn| coop_key(a, COOP_BM, bn)));
     }
-    // Each mat-vec variant with its weights read-only too.
+    // Each mat-vec variant with its weights read-only too, and q4_K's int8 ones as vec4s.
     let read_only: Vec<PipelineKey> = keys
         .iter()
         .filter_map(|k| match k.kernel {
-            Kernel::MulMatVec { .. } => {
+            Kernel::MulMatVec { q8x, .. } => {
                 let mut k = k.clone();
+                let vec4 = q8x && k.dtypes[0] == DType::Q4_K;
                 if let Kernel::MulMatVec { ro_weights, .. } = &mut k.kernel {
                     *ro_weights = true;
                 }
-                Some(k)
+                let mut wide = k.clone();
+                if let Kernel::MulMatVec { wv4, .. } = &mut wide.kernel {
+                    *wv4 = true;
+                }
+                Some(if vec4 { vec![k, wide] } else { vec![k] })
             }
             _ => None,
         })
+        .flatten()
         .collect();
     keys.extend(read_only);
     for norm in [false, true] {
@@ -1017,11 +1057,46 @@ pub(crate) mod tests {
     /// (a norm prologue's sum included), and a rotated q/k/v keeps its pairs together.
     #[test]
     fn int8_mat_vecs_give_short_rows_32_lanes() {
-        // Lanes a workgroup for rows of 64, 128 and 448 units with int8 and f32 activations
-        // (one column, one weight, no norm, 8,192 rows).
-        let lanes = |units, int8| super::vec_shape((units, int8), 8192, 1, 1, 0, 1).0;
-        assert_eq!([64, 128, 448].map(|u| lanes(u, true)), [32, 128, 256]);
-        assert_eq!([64, 128, 448].map(|u| lanes(u, false)), [128, 128, 256]);
+        // Lanes a workgroup for rows of 64, 128 and 448 units with f32 activations and int8
+        // ones in jobs of one and two units (one column, one weight, no norm, 8,192 rows).
+        let lanes = |units, upj| super::vec_shape((units, upj), 8192, 1, 1, 0, 1).0;
+        assert_eq!([64, 128, 448].map(|u| lanes(u, Some(1))), [32, 128, 256]);
+        assert_eq!([64, 128, 448].map(|u| lanes(u, None)), [128, 128, 256]);
+        assert_eq!([64, 128, 448].map(|u| lanes(u, Some(2))), [32, 64, 128]);
+    }
+
+    /// q4_K's int8 mat-vec binds its weights as vec4s when every row starts on 16 bytes, and
+    /// only then; q6_K (210-byte blocks) and q4_0 never.
+    #[test]
+    fn q4_k_int8_weights_bind_as_vec4s_when_aligned() {
+        let wv4 = |dtype: DType, k: u64, offset: u64| {
+            let mut g = Graph::new();
+            let rows = 64 + offset.div_ceil(dtype.row_bytes(k).unwrap());
+            let bytes = Bytes::from(vec![
+                0u8;
+                dtype.row_bytes(k).unwrap() as usize * rows as usize
+            ]);
+            let w = g.weight("w", dtype, [k, rows, 1, 1], bytes).unwrap();
+            let nb = g.node(w).layout.nb;
+            let w = g.view(w, [k, 64, 1, 1], nb, offset).unwrap();
+            let x = g.input("x", DType::F32, [k, 1, 1, 1]).unwrap();
+            let r = g.mul_mat(w, x).unwrap();
+            let mut c = caps(false, 32, 16384);
+            c.int8_activations = crate::Int8Activations::All;
+            let d = super::super::plan_node(&g, r, &c).unwrap();
+            let q8x =
+                |d: &super::Dispatch| matches!(d.key.kernel, Kernel::MulMatVec { q8x: true, .. });
+            assert!(d.iter().any(q8x), "{dtype} takes int8 activations");
+            d.iter()
+                .any(|d| matches!(d.key.kernel, Kernel::MulMatVec { wv4: true, .. }))
+        };
+        assert!(wv4(DType::Q4_K, 256, 0));
+        assert!(wv4(DType::Q4_K, 512, 288));
+        // Rows of 144 bytes keep a 16-byte start; a view 8 bytes in does not.
+        assert!(wv4(DType::Q4_K, 256, 144));
+        assert!(!wv4(DType::Q4_K, 256, 8));
+        assert!(!wv4(DType::Q6_K, 256, 0));
+        assert!(!wv4(DType::Q4_0, 256, 0));
     }
 
     #[test]

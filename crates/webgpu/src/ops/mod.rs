@@ -42,9 +42,9 @@ mod elementwise;
 mod fuse;
 mod matmul;
 pub(crate) use matmul::coop_f16;
-pub(crate) use matmul::int8_activations;
 #[cfg(test)]
 pub(crate) use matmul::tests::caps as test_caps;
+pub(crate) use matmul::{int8_activations, job_units};
 mod moe;
 mod nn;
 mod reduce;

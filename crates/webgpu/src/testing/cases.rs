@@ -661,6 +661,21 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
             }));
         }
     }
+    // q4_K's int8 jobs read 16-byte aligned rows as vec4s, others word by word: a view 8
+    // bytes into its weight takes the word path.
+    for offset in [0u64, 8] {
+        let name = format!("MUL_MAT q4_K (a view {offset} bytes in) x f32 k=512 m=9 n=2");
+        out.push(case("MUL_MAT", name, MATMUL, move |g, rng| {
+            let mut b = Built::default();
+            let a = weight(g, rng, DType::Q4_K, [512, 10, 1, 1])?;
+            let nb = g.node(a).layout.nb;
+            let a = g.view(a, [512, 9, 1, 1], nb, offset)?;
+            let x = input(g, rng, &mut b, DType::F32, [512, 2, 1, 1], -1.0, 1.0)?;
+            let r = g.mul_mat(a, x)?;
+            g.mark_output(r)?;
+            Ok(b)
+        }));
+    }
     // Many rows: the mat-vec groups up to 4 rows per workgroup (a partial last group here);
     // rows of more than 256 units take 256 lanes.
     for wt in [
