@@ -612,13 +612,14 @@ fn attention_input_cases(out: &mut Vec<Case>) {
     out.push(attention_input_case(base, AttnMiss::KHeads));
 }
 
-/// Decode attention (f16 cache, causal mask over the written keys) whose reshaped result feeds
-/// a product plus residual, as every block's attention output; with `also_read` the attention
-/// result is an output too (unfused). Under int8 activations the attention stores its result
-/// rounded to int8 for the product (`FUSED_ATTN_OUTPUT`).
+/// Decode attention (f16 cache, causal mask over the written keys) of `n_q` query rows whose
+/// reshaped result feeds a product plus residual, as every block's attention output; with
+/// `also_read` the attention result is an output too (unfused). Under int8 activations the
+/// attention stores its result rounded to int8 for the product (`FUSED_ATTN_OUTPUT`), a column
+/// per query row.
 fn attention_output_case(
     wt: DType,
-    (hd, heads, kv_heads, n_kv): (u64, u64, u64, u64),
+    (hd, heads, kv_heads, n_kv, n_q): (u64, u64, u64, u64, u64),
     also_read: bool,
 ) -> Case {
     let miss = if also_read {
@@ -627,25 +628,28 @@ fn attention_output_case(
         ""
     };
     let desc = format!(
-        "FUSED attention {heads}/{kv_heads} heads of {hd}, {n_kv} keys into mul_mat {wt} + residual{miss}"
+        "FUSED attention {heads}/{kv_heads} heads of {hd}, {n_kv} keys, {n_q} rows into mul_mat {wt} + residual{miss}"
     );
     case("FUSED_ATTN_OUTPUT", desc, MATMUL, move |g, rng| {
         let mut b = Built::default();
-        let q = input(g, rng, &mut b, DType::F32, [hd, 1, heads, 1], -1.0, 1.0)?;
+        let q = input(g, rng, &mut b, DType::F32, [hd, n_q, heads, 1], -1.0, 1.0)?;
         let kv = [hd, n_kv, kv_heads, 1];
         let k = input(g, rng, &mut b, DType::F16, kv, -1.0, 1.0)?;
         let v = input(g, rng, &mut b, DType::F16, kv, -1.0, 1.0)?;
-        let mask = g.input("mask", DType::F16, [n_kv, 1, 1, 1])?;
-        // The last quarter of the cache not written yet: -inf (f16 0xfc00).
-        let row = (0..n_kv).flat_map(|j| match j < n_kv * 3 / 4 {
-            true => [0u8, 0],
-            false => [0, 0xfc],
+        let mask = g.input("mask", DType::F16, [n_kv, n_q, 1, 1])?;
+        // Row i sees the first 3/4 of the cache and i keys more; the rest is not written yet:
+        // -inf (f16 0xfc00).
+        let rows = (0..n_q).flat_map(|i| {
+            (0..n_kv).flat_map(move |j| match j < n_kv * 3 / 4 + i {
+                true => [0u8, 0],
+                false => [0, 0xfc],
+            })
         });
-        b.inputs.push((mask, row.collect()));
+        b.inputs.push((mask, rows.collect()));
         let att = g.flash_attn_ext(q, k, v, Some(mask), None, 0.125, 0.0, 0.0)?;
-        let x = g.reshape(att, [hd * heads, 1, 1, 1])?;
+        let x = g.reshape(att, [hd * heads, n_q, 1, 1])?;
         let w = weight(g, rng, wt, [hd * heads, 48, 1, 1])?;
-        let res = input(g, rng, &mut b, DType::F32, [48, 1, 1, 1], -1.0, 1.0)?;
+        let res = input(g, rng, &mut b, DType::F32, [48, n_q, 1, 1], -1.0, 1.0)?;
         let y = g.mul_mat(w, x)?;
         let r = g.add(y, res)?;
         g.mark_output(r)?;
@@ -657,9 +661,14 @@ fn attention_output_case(
 }
 
 fn attention_output_cases(out: &mut Vec<Case>) {
-    out.push(attention_output_case(DType::Q4_0, (64, 4, 2, 40), false));
-    out.push(attention_output_case(DType::Q4_K, (128, 2, 1, 300), false));
-    out.push(attention_output_case(DType::Q4_0, (64, 4, 2, 40), true));
+    out.push(attention_output_case(DType::Q4_0, (64, 4, 2, 40, 1), false));
+    out.push(attention_output_case(DType::Q4_0, (64, 4, 2, 40, 3), false));
+    out.push(attention_output_case(
+        DType::Q4_K,
+        (128, 2, 1, 300, 1),
+        false,
+    ));
+    out.push(attention_output_case(DType::Q4_0, (64, 4, 2, 40, 1), true));
 }
 
 /// Appends the fusion cases.
