@@ -120,8 +120,13 @@ pub fn time_case(backend: &dyn Backend, case: &Case, seed: u64, reps: usize) -> 
     })
 }
 
-/// [`time_case`] with GPU timestamps when `backend`'s device has TIMESTAMP_QUERY: one warm-up
-/// run, then the mean GPU span of `reps` span-timed runs. Falls back to [`time_case`] without it.
+/// GPU time the span-timed warm-up runs take at least (within [`WARM_UP_RUNS`] runs).
+const WARM_UP: std::time::Duration = std::time::Duration::from_millis(200);
+const WARM_UP_RUNS: usize = 10_000;
+
+/// [`time_case`] with GPU timestamps when `backend`'s device has TIMESTAMP_QUERY: warm-up runs
+/// for [`WARM_UP`] of GPU time, then the mean GPU span of `reps` span-timed runs. Falls back to
+/// [`time_case`] without it.
 pub fn time_case_webgpu(
     backend: &WebGpuBackend,
     case: &Case,
@@ -137,7 +142,15 @@ pub fn time_case_webgpu(
         exe.write(*t, data)?;
     }
     let inputs: Vec<(TensorId, &[u8])> = built.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
-    exe.run_span(&inputs)?;
+    // Warm-up for WARM_UP of GPU work, not one run: a GPU idle while the CPU reference ran
+    // starts slow, and on an H200 short cases were then timed 4-5 times slower now and then.
+    let mut warm = 0.0;
+    for _ in 0..WARM_UP_RUNS {
+        warm += exe.run_span(&inputs)?.span_ns;
+        if warm >= WARM_UP.as_nanos() as f64 {
+            break;
+        }
+    }
     let reps = reps.max(1);
     let mut ns = 0.0;
     for _ in 0..reps {
