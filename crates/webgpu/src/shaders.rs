@@ -90,7 +90,7 @@ pub enum Kernel {
         /// load path (an H200 mat-vec kernel study: 15-20% faster int8 products).
         ro_weights: bool,
         /// The weights are bound as vec4<u32>s (WV4), read 16 bytes a load where a decoder
-        /// reads aligned words four at a time (q4_K's int8 jobs): the planner checks that
+        /// reads aligned words four at a time (q4_K's and q5_K's int8 jobs): the planner checks that
         /// every weight row starts on a 16-byte boundary.
         wv4: bool,
     },

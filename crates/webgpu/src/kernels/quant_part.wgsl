@@ -6,7 +6,7 @@
 // unit-sized stride per lane; the tiled kernel assembles whole units from them (`unit`). The
 // formats whose 32 values come from the low and the high nibbles of 16 bytes give part p the
 // two nibbles of their bytes 4p .. 4p + 3 (one word); the rest give part p values 8p .. 8p + 7.
-// Helpers (w2, funnel, nib, bytes_i, bit4, kscale) are in `quant_unit.wgsl`.
+// Helpers (w2, funnel, bytes_i, kscale) are in `quant_unit.wgsl`.
 
 // U_NIBBLES: q4_0, q4_1, q5_0, q5_1.
 #if U_NIBBLES
@@ -19,7 +19,7 @@ fn xpair(p: u32) -> vec2<u32> {
 }
 #endif
 
-// U_INTQ (the integer block formats: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q6_K): `partq(row, u,
+// U_INTQ (the integer block formats: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K): `partq(row, u,
 // p)` gives the part's quants as two words of four signed bytes in the order of `part`'s two
 // vec4s, and (d, m) with value = d · q + m; `part` is built from it, and the mat-vec's int8
 // path (Q8X) multiplies the quants directly with dot4I8Packed.
@@ -64,7 +64,7 @@ fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
 #endif
 
 #if JOB
-// Jobs of the mat-vec's int8 path (Q8X) for q4_K and q6_K: `jobq(row, j)` gives UPJ = 2 units
+// Jobs of the mat-vec's int8 path (Q8X) for q4_K, q5_K and q6_K: `jobq(row, j)` gives UPJ = 2 units
 // of a row whose quants share their bytes (`job_unit(j, k)` says which), each as two vec4s of
 // words of four quants in value order (unit k's values 16h .. 16h + 15 in w[2k + h]), and a
 // scale d and offset m per half unit (value = d · q + m). One lane decodes both units from one
@@ -254,17 +254,51 @@ fn jobq(row: u32, j: u32) -> JobQ {
 #endif
 
 #if U_Q5_K
-// q5_K { head; u8 qh[32]; u8 qs[128]; }: bit s of qh[l] is the fifth bit of value l of
-// sub-block s.
-fn part(row: u32, u: u32, p: u32) -> array<vec4<f32>, 2> {
+// q5_K { head; u8 qh[32]; u8 qs[128]; }: sub-block s holds the nibbles q4_K's would (bytes
+// 32 (s / 2) .. 32 (s / 2) + 31 of qs) and bit s of qh[l] is the fifth bit of its value l.
+fn partq(row: u32, u: u32, p: u32) -> PartQ {
     let s = u % 8u;
     let h = khead(row, u, 176u);
     let q = h.w0 + 12u + 8u * (s / 2u) + 2u * p;
     let qh = h.w0 + 4u + 2u * p;
     let sh = 4u * (s % 2u);
-    return array<vec4<f32>, 2>(vec4<f32>(nib(ldw(q), sh) | bit4(ldw(qh), s)) * h.d - h.mn,
-                               vec4<f32>(nib(ldw(q + 1u), sh) | bit4(ldw(qh + 1u), s)) * h.d - h.mn);
+    return PartQ(((ldw(q) >> sh) & LOW4) | (((ldw(qh) >> s) & 0x01010101u) << 4u),
+                 ((ldw(q + 1u) >> sh) & LOW4) | (((ldw(qh + 1u) >> s) & 0x01010101u) << 4u),
+                 h.d, -h.mn);
 }
+
+#if JOB
+// Job j: sub-blocks 2c and 2c + 1 (c = j % 4) of block j / 4, as q4_K's, with bits 2c and
+// 2c + 1 of the 32 qh bytes: the head, qh and the quant bytes are five 16-byte loads with WV4
+// (blocks of 176 bytes = 11 of 16).
+fn job_unit(j: u32, k: u32) -> u32 {
+    return 2u * j + k;
+}
+
+fn jobq(row: u32, j: u32) -> JobQ {
+    let c = j % 4u;
+    let w0 = (row + (j / 4u) * 176u) >> 2u;
+    let h = ld4(w0);
+    let ha = ld4(w0 + 4u);
+    let hb = ld4(w0 + 8u);
+    let qa = ld4(w0 + 12u + 8u * c);
+    let qb = ld4(w0 + 16u + 8u * c);
+    let dm = unpack2x16float(h.x);
+    let s0 = kscale(h.y, h.z, h.w, 2u * c) * dm;
+    let s1 = kscale(h.y, h.z, h.w, 2u * c + 1u) * dm;
+    let lo = vec4<u32>(LOW4);
+    let four = vec4<u32>(4u);
+    let one = vec4<u32>(0x01010101u);
+    let b0 = vec4<u32>(2u * c);
+    let b1 = vec4<u32>(2u * c + 1u);
+    return JobQ(array<vec4<u32>, 4>(
+        (qa & lo) | (((ha >> b0) & one) << four),
+        (qb & lo) | (((hb >> b0) & one) << four),
+        ((qa >> four) & lo) | (((ha >> b1) & one) << four),
+        ((qb >> four) & lo) | (((hb >> b1) & one) << four)),
+                vec4<f32>(s0.x, s0.x, s1.x, s1.x), -vec4<f32>(s0.y, s0.y, s1.y, s1.y));
+}
+#endif
 #endif
 
 #if U_GENERIC

@@ -33,16 +33,6 @@ fn bytes_i(w: u32) -> vec4<f32> {
                                extractBits(i, 16u, 8u), extractBits(i, 24u, 8u)));
 }
 
-// The four nibbles at bit `sh` (0 or 4) of each byte of w.
-fn nib(w: u32, sh: u32) -> vec4<u32> {
-    return (vec4<u32>(w) >> vec4<u32>(sh, 8u + sh, 16u + sh, 24u + sh)) & vec4<u32>(15u);
-}
-
-// Bit `s` of each byte of w, as 0 or 16.
-fn bit4(w: u32, s: u32) -> vec4<u32> {
-    return ((vec4<u32>(w) >> vec4<u32>(s, 8u + s, 16u + s, 24u + s)) & vec4<u32>(1u)) << vec4<u32>(4u);
-}
-
 #endif
 
 #if U_KSCALES

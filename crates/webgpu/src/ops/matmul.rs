@@ -182,10 +182,10 @@ fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
 }
 
 /// Units of 32 a lane of the int8 mat-vec takes at a time (`jobq` in `quant_part.wgsl`): two
-/// for q4_K and q6_K, whose units pair up on the same quant bytes; one for the rest.
+/// for the K formats, whose units pair up on the same quant bytes; one for the rest.
 pub(crate) fn job_units(a: DType) -> u64 {
     match a {
-        DType::Q4_K | DType::Q6_K => 2,
+        DType::Q4_K | DType::Q5_K | DType::Q6_K => 2,
         _ => 1,
     }
 }
@@ -204,6 +204,7 @@ pub(crate) fn int8_activations(a: DType) -> bool {
             | DType::Q5_1
             | DType::Q8_0
             | DType::Q4_K
+            | DType::Q5_K
             | DType::Q6_K
     )
 }
@@ -340,7 +341,7 @@ fn vec_key(
 /// `key` (a mat-vec's) with its weights bound read-only when every weight operand (the slots
 /// [`crate::shaders::read_only`] gives) is a weight leaf and no other operand of the dispatch
 /// shares its buffer (a weight's buffer holds only it), and bound as vec4s (`wv4`) when the
-/// int8 path of q4_K reads them and every weight row starts on a 16-byte boundary (the arena
+/// int8 path of q4_K or q5_K reads them and every weight row starts on a 16-byte boundary (the arena
 /// and the binding windows start on the storage offset alignment, a multiple of 16).
 fn bind_weights(ctx: &Ctx, mut key: PipelineKey, operands: &[Operand]) -> PipelineKey {
     let set = |key: &mut PipelineKey, on: bool| {
@@ -374,7 +375,7 @@ fn bind_weights(ctx: &Ctx, mut key: PipelineKey, operands: &[Operand]) -> Pipeli
         ..
     } = &mut key.kernel
     {
-        *wv4 = operands[0].dtype == DType::Q4_K && aligned;
+        *wv4 = matches!(operands[0].dtype, DType::Q4_K | DType::Q5_K) && aligned;
     }
     key
 }
@@ -964,7 +965,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .filter_map(|k| match k.kernel {
             Kernel::MulMatVec { q8x, .. } => {
                 let mut k = k.clone();
-                let vec4 = q8x && k.dtypes[0] == DType::Q4_K;
+                let vec4 = q8x && matches!(k.dtypes[0], DType::Q4_K | DType::Q5_K);
                 if let Kernel::MulMatVec { ro_weights, .. } = &mut k.kernel {
                     *ro_weights = true;
                 }
@@ -1065,8 +1066,8 @@ pub(crate) mod tests {
         assert_eq!([64, 128, 448].map(|u| lanes(u, Some(2))), [32, 64, 128]);
     }
 
-    /// q4_K's int8 mat-vec binds its weights as vec4s when every row starts on 16 bytes, and
-    /// only then; q6_K (210-byte blocks) and q4_0 never.
+    /// q4_K's and q5_K's int8 mat-vecs bind their weights as vec4s when every row starts on 16
+    /// bytes, and only then; q6_K (210-byte blocks) and q4_0 never.
     #[test]
     fn q4_k_int8_weights_bind_as_vec4s_when_aligned() {
         let wv4 = |dtype: DType, k: u64, offset: u64| {
@@ -1095,6 +1096,7 @@ pub(crate) mod tests {
         // Rows of 144 bytes keep a 16-byte start; a view 8 bytes in does not.
         assert!(wv4(DType::Q4_K, 256, 144));
         assert!(!wv4(DType::Q4_K, 256, 8));
+        assert!(wv4(DType::Q5_K, 256, 176));
         assert!(!wv4(DType::Q6_K, 256, 0));
         assert!(!wv4(DType::Q4_0, 256, 0));
     }

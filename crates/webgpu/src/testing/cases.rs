@@ -684,6 +684,7 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
         DType::Q4_0,
         DType::Q8_0,
         DType::Q4_K,
+        DType::Q5_K,
         DType::Q6_K,
     ] {
         let k = wt.block_size().max(32) as u64 * 2;
