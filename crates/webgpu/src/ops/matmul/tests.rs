@@ -1,0 +1,220 @@
+//! Tests of the matmul planner: workgroup shapes, kernel choice, weight bindings.
+
+use bytes::Bytes;
+use wgllm_core::{DType, Graph};
+
+use super::Capabilities;
+use crate::shaders::{Kernel, VecEpilogue};
+
+/// A device with cooperative matrices (16 × 16 × 16, f16 × f16 + f32) enabled or not,
+/// subgroups of `sg` and `wg_bytes` of workgroup memory.
+pub(crate) fn caps(coop: bool, sg: u32, wg_bytes: u32) -> Capabilities {
+    let f16_16 = wgpu::CooperativeMatrixProperties {
+        m_size: 16,
+        n_size: 16,
+        k_size: 16,
+        ab_type: wgpu::CooperativeScalarType::F16,
+        cr_type: wgpu::CooperativeScalarType::F32,
+        saturating_accumulation: false,
+    };
+    Capabilities {
+        shader_f16: true,
+        subgroups: true,
+        subgroup_min_size: sg,
+        subgroup_max_size: sg,
+        timestamp_query: false,
+        timestamp_query_inside_passes: false,
+        immediates: false,
+        cooperative_matrix_offered: true,
+        cooperative_matrix: coop,
+        cooperative_matrix_failure: None,
+        cooperative_matrix_configs: vec![f16_16],
+        int8_activations: crate::Int8Activations::Off,
+        limits: wgpu::Limits {
+            max_compute_workgroup_storage_size: wg_bytes,
+            ..wgpu::Limits::default()
+        },
+        binding_limit: 1 << 27,
+    }
+}
+
+/// The kernel and the workgroup count of q4_0 [64, m] × f32 [64, n, batches].
+fn planned(caps: &Capabilities, m: u64, n: u64, batches: u64) -> (Kernel, u32) {
+    let d = plan(caps, m, n, batches);
+    (d.key.kernel, d.groups.iter().product())
+}
+
+/// The dispatch of q4_0 [64, m] × f32 [64, n, batches].
+fn plan(caps: &Capabilities, m: u64, n: u64, batches: u64) -> super::Dispatch {
+    let mut g = Graph::new();
+    let bytes = Bytes::from(vec![0u8; m as usize * 36]);
+    let w = g.weight("w", DType::Q4_0, [64, m, 1, 1], bytes).unwrap();
+    let x = g.input("x", DType::F32, [64, n, batches, 1]).unwrap();
+    let r = g.mul_mat(w, x).unwrap();
+    let mut d = super::super::plan_node(&g, r, caps).unwrap();
+    assert_eq!(d.len(), 1);
+    d.remove(0)
+}
+
+/// Every mat-vec pipeline's reduction fits WebGPU's default 16 KiB of workgroup memory
+/// (a norm prologue's sum included), and a rotated q/k/v keeps its pairs together.
+#[test]
+fn int8_mat_vecs_give_short_rows_32_lanes() {
+    // Lanes a workgroup for rows of 64, 128 and 448 units with f32 activations and int8
+    // ones in jobs of one and two units (one column, one weight, no norm, 8,192 rows).
+    let lanes = |units, upj| super::vec_shape((units, upj), 8192, 1, 1, 0, 1).0;
+    assert_eq!([64, 128, 448].map(|u| lanes(u, Some(1))), [32, 128, 256]);
+    assert_eq!([64, 128, 448].map(|u| lanes(u, None)), [128, 128, 256]);
+    assert_eq!([64, 128, 448].map(|u| lanes(u, Some(2))), [32, 64, 128]);
+}
+
+/// q4_K's and q5_K's int8 mat-vecs bind their weights as vec4s when every row starts on 16
+/// bytes, and only then; q6_K (210-byte blocks) and q4_0 never.
+#[test]
+fn q4_k_int8_weights_bind_as_vec4s_when_aligned() {
+    let wv4 = |dtype: DType, k: u64, offset: u64| {
+        let mut g = Graph::new();
+        let rows = 64 + offset.div_ceil(dtype.row_bytes(k).unwrap());
+        let bytes = Bytes::from(vec![
+            0u8;
+            dtype.row_bytes(k).unwrap() as usize * rows as usize
+        ]);
+        let w = g.weight("w", dtype, [k, rows, 1, 1], bytes).unwrap();
+        let nb = g.node(w).layout.nb;
+        let w = g.view(w, [k, 64, 1, 1], nb, offset).unwrap();
+        let x = g.input("x", DType::F32, [k, 1, 1, 1]).unwrap();
+        let r = g.mul_mat(w, x).unwrap();
+        let mut c = caps(false, 32, 16384);
+        c.int8_activations = crate::Int8Activations::All;
+        let d = super::super::plan_node(&g, r, &c).unwrap();
+        let q8x = |d: &super::Dispatch| matches!(d.key.kernel, Kernel::MulMatVec { q8x: true, .. });
+        assert!(d.iter().any(q8x), "{dtype} takes int8 activations");
+        d.iter()
+            .any(|d| matches!(d.key.kernel, Kernel::MulMatVec { wv4: true, .. }))
+    };
+    assert!(wv4(DType::Q4_K, 256, 0));
+    assert!(wv4(DType::Q4_K, 512, 288));
+    // Rows of 144 bytes keep a 16-byte start; a view 8 bytes in does not.
+    assert!(wv4(DType::Q4_K, 256, 144));
+    assert!(!wv4(DType::Q4_K, 256, 8));
+    assert!(wv4(DType::Q5_K, 256, 176));
+    assert!(!wv4(DType::Q6_K, 256, 0));
+    assert!(!wv4(DType::Q4_0, 256, 0));
+}
+
+#[test]
+fn mat_vec_reductions_fit_the_default_workgroup_memory() {
+    let mut seen = 0;
+    for key in super::keys() {
+        let Kernel::MulMatVec {
+            nc,
+            rpw,
+            epilogue,
+            norm,
+            ..
+        } = key.kernel
+        else {
+            continue;
+        };
+        let nw = match epilogue {
+            VecEpilogue::Glu { .. } => 2,
+            _ => 1,
+        };
+        let bytes = 4 * (nw * rpw + u32::from(norm)) * nc * key.wg;
+        assert!(bytes <= 16384, "{key:?}: {bytes} bytes of reduction");
+        if let VecEpilogue::QkvRope { .. } = epilogue {
+            assert!(rpw >= 2 && rpw % 2 == 0, "{key:?}");
+        }
+        seen += 1;
+    }
+    assert!(seen > 100, "only {seen} mat-vec keys");
+}
+
+/// The kernels of `wt` [k, m] × f32 [k, n] under the int8 policy `int8`: "round" (the
+/// activations to int8), "q8x" (a mat-vec taking them), "mat-vec" (with f32 ones) or
+/// "other".
+fn int8_plan(
+    int8: crate::Int8Activations,
+    wt: DType,
+    (k, m, n): (u64, u64, u64),
+) -> Vec<&'static str> {
+    let mut g = Graph::new();
+    let bytes = Bytes::from(vec![0u8; (wt.row_bytes(k).unwrap() * m) as usize]);
+    let w = g.weight("w", wt, [k, m, 1, 1], bytes).unwrap();
+    let x = g.input("x", DType::F32, [k, n, 1, 1]).unwrap();
+    let r = g.mul_mat(w, x).unwrap();
+    let caps = Capabilities {
+        int8_activations: int8,
+        ..caps(false, 32, 49152)
+    };
+    let plan = super::super::plan_node(&g, r, &caps).unwrap();
+    plan.iter()
+        .map(|d| match d.key.kernel {
+            Kernel::QuantAct { .. } => "round",
+            Kernel::MulMatVec { q8x: true, .. } => "q8x",
+            Kernel::MulMatVec { .. } => "mat-vec",
+            _ => "other",
+        })
+        .collect()
+}
+
+/// `Large` rounds the activations of products of at least 4 MiB of integer weights but
+/// q8_0's (one more dispatch), `All` of every one, `Off` of none; prefill never.
+#[test]
+fn int8_activations_follow_the_policy_and_the_weight_size() {
+    use crate::Int8Activations::{All, Large, Off};
+    let (int8, f32) = (vec!["round", "q8x"], vec!["mat-vec"]);
+    // 4096 x 2048 q4_0 is 4.5 MiB, 4096 x 1024 2.25 MiB.
+    assert_eq!(int8_plan(Large, DType::Q4_0, (4096, 2048, 1)), int8);
+    assert_eq!(int8_plan(Large, DType::Q4_0, (4096, 2048, 8)), int8);
+    assert_eq!(int8_plan(Large, DType::Q4_0, (4096, 1024, 1)), f32);
+    assert_eq!(int8_plan(Large, DType::Q8_0, (4096, 2048, 1)), f32);
+    assert_eq!(int8_plan(Large, DType::F16, (4096, 2048, 1)), f32);
+    assert_eq!(int8_plan(All, DType::Q4_0, (64, 8, 1)), int8);
+    assert_eq!(int8_plan(All, DType::Q8_0, (64, 8, 1)), int8);
+    assert_eq!(int8_plan(Off, DType::Q4_0, (4096, 2048, 1)), f32);
+    assert_eq!(int8_plan(All, DType::Q4_0, (4096, 2048, 16)), vec!["other"]);
+}
+
+#[test]
+fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
+    let on = caps(true, 32, 49152);
+    // Tiles of 128 rows: one of 128 × 64 for 100 rows and 33 columns, two for 200; 2 × 2 ×
+    // 64 tiles of 128 × 128 are enough for the wide ones, 1 × 1 × 127 are not.
+    assert_eq!(planned(&on, 100, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 1));
+    assert_eq!(planned(&on, 200, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 2));
+    assert_eq!(plan(&on, 200, 33, 1).key.wg, 128);
+    assert_eq!(
+        planned(&on, 130, 130, 64),
+        (Kernel::MulMatCoop { bn: 128 }, 2 * 2 * 64)
+    );
+    assert_eq!(
+        planned(&on, 128, 128, 127),
+        (Kernel::MulMatCoop { bn: 64 }, 2 * 127)
+    );
+    // Tiles along n first (op word 6: their count) up to 8 of them, along m beyond.
+    assert_eq!(plan(&on, 600, 512, 1).op_words[6], 8);
+    assert_eq!(plan(&on, 15000, 512, 1).op_words[6], 4);
+    assert_eq!(plan(&on, 600, 513, 1).op_words[6], 0);
+    // Up to 8 columns the mat-vec, then the tiled kernel up to 15.
+    assert!(matches!(
+        planned(&on, 200, 8, 1).0,
+        Kernel::MulMatVec { .. }
+    ));
+    assert_eq!(planned(&on, 200, 15, 1), (Kernel::MulMatTiled, 4));
+    // Not enabled, other subgroup sizes, or too little workgroup memory for either tile
+    // (128 × 64 takes 19,456 bytes).
+    for c in [
+        caps(false, 32, 49152),
+        caps(true, 64, 49152),
+        caps(true, 32, 19452),
+    ] {
+        assert_eq!(planned(&c, 200, 33, 1), (Kernel::MulMatTiled, 4));
+    }
+    // Memory for the 128 × 64 tiles only (128 × 128 takes 24,576 bytes).
+    let narrow = caps(true, 32, 24572);
+    assert_eq!(
+        planned(&narrow, 130, 130, 64),
+        (Kernel::MulMatCoop { bn: 64 }, 2 * 3 * 64)
+    );
+}
