@@ -93,6 +93,34 @@ fn khead(row: u32, u: u32, size: u32) -> KHead {
     let sm = kscale(ldw(w0 + 1u), ldw(w0 + 2u), ldw(w0 + 3u), u % 8u);
     return KHead(w0, dm.x * sm.x, dm.y * sm.y);
 }
+
+#if JOB
+// q4_K's and q5_K's jobs: j is sub-blocks 2c and 2c + 1 (c = j % 4) of block j / 4.
+fn job_unit(j: u32, k: u32) -> u32 {
+    return 2u * j + k;
+}
+
+// The job of sub-blocks 2c and 2c + 1 from their block's head h (d, dmin, the 12 scale bytes),
+// their 32 quant bytes qa, qb (low nibbles: 2c, high: 2c + 1) and the 32 qh bytes ha, hb whose
+// bits 2c and 2c + 1 are the fifth bits of their values (zeros for q4_K).
+fn kjob(h: vec4<u32>, c: u32, qa: vec4<u32>, qb: vec4<u32>, ha: vec4<u32>,
+        hb: vec4<u32>) -> JobQ {
+    let dm = unpack2x16float(h.x);
+    let s0 = kscale(h.y, h.z, h.w, 2u * c) * dm;
+    let s1 = kscale(h.y, h.z, h.w, 2u * c + 1u) * dm;
+    let lo = vec4<u32>(LOW4);
+    let four = vec4<u32>(4u);
+    let one = vec4<u32>(0x01010101u);
+    let b0 = vec4<u32>(2u * c);
+    let b1 = vec4<u32>(2u * c + 1u);
+    return JobQ(array<vec4<u32>, 4>(
+        (qa & lo) | (((ha >> b0) & one) << four),
+        (qb & lo) | (((hb >> b0) & one) << four),
+        ((qa >> four) & lo) | (((ha >> b1) & one) << four),
+        ((qb >> four) & lo) | (((hb >> b1) & one) << four)),
+                vec4<f32>(s0.x, s0.x, s1.x, s1.x), -vec4<f32>(s0.y, s0.y, s1.y, s1.y));
+}
+#endif
 #endif
 
 #if U_Q4_0
@@ -158,30 +186,16 @@ fn partq(row: u32, u: u32, p: u32) -> PartQ {
     let sh = 4u * (s % 2u);
     return PartQ((ldw(q) >> sh) & LOW4, (ldw(q + 1u) >> sh) & LOW4, h.d, -h.mn);
 }
-#endif
 
-#if U_Q4_K
 #if JOB
 // Job j: sub-blocks 2c and 2c + 1 (c = j % 4) of block j / 4, the low and the high nibbles of
 // the same 32 quant bytes. The block's head (d, dmin, the 12 scale bytes) and those bytes are
 // words 0..3 and 4 + 8c .. 11 + 8c of a block of 36: three 16-byte loads with WV4.
-fn job_unit(j: u32, k: u32) -> u32 {
-    return 2u * j + k;
-}
-
 fn jobq(row: u32, j: u32) -> JobQ {
     let c = j % 4u;
     let w0 = (row + (j / 4u) * 144u) >> 2u;
-    let h = ld4(w0);
-    let qa = ld4(w0 + 4u + 8u * c);
-    let qb = ld4(w0 + 8u + 8u * c);
-    let dm = unpack2x16float(h.x);
-    let s0 = kscale(h.y, h.z, h.w, 2u * c) * dm;
-    let s1 = kscale(h.y, h.z, h.w, 2u * c + 1u) * dm;
-    let lo = vec4<u32>(LOW4);
-    let four = vec4<u32>(4u);
-    return JobQ(array<vec4<u32>, 4>(qa & lo, qb & lo, (qa >> four) & lo, (qb >> four) & lo),
-                vec4<f32>(s0.x, s0.x, s1.x, s1.x), -vec4<f32>(s0.y, s0.y, s1.y, s1.y));
+    let none = vec4<u32>(0u);
+    return kjob(ld4(w0), c, ld4(w0 + 4u + 8u * c), ld4(w0 + 8u + 8u * c), none, none);
 }
 #endif
 #endif
@@ -271,32 +285,11 @@ fn partq(row: u32, u: u32, p: u32) -> PartQ {
 // Job j: sub-blocks 2c and 2c + 1 (c = j % 4) of block j / 4, as q4_K's, with bits 2c and
 // 2c + 1 of the 32 qh bytes: the head, qh and the quant bytes are five 16-byte loads with WV4
 // (blocks of 176 bytes = 11 of 16).
-fn job_unit(j: u32, k: u32) -> u32 {
-    return 2u * j + k;
-}
-
 fn jobq(row: u32, j: u32) -> JobQ {
     let c = j % 4u;
     let w0 = (row + (j / 4u) * 176u) >> 2u;
-    let h = ld4(w0);
-    let ha = ld4(w0 + 4u);
-    let hb = ld4(w0 + 8u);
-    let qa = ld4(w0 + 12u + 8u * c);
-    let qb = ld4(w0 + 16u + 8u * c);
-    let dm = unpack2x16float(h.x);
-    let s0 = kscale(h.y, h.z, h.w, 2u * c) * dm;
-    let s1 = kscale(h.y, h.z, h.w, 2u * c + 1u) * dm;
-    let lo = vec4<u32>(LOW4);
-    let four = vec4<u32>(4u);
-    let one = vec4<u32>(0x01010101u);
-    let b0 = vec4<u32>(2u * c);
-    let b1 = vec4<u32>(2u * c + 1u);
-    return JobQ(array<vec4<u32>, 4>(
-        (qa & lo) | (((ha >> b0) & one) << four),
-        (qb & lo) | (((hb >> b0) & one) << four),
-        ((qa >> four) & lo) | (((ha >> b1) & one) << four),
-        ((qb >> four) & lo) | (((hb >> b1) & one) << four)),
-                vec4<f32>(s0.x, s0.x, s1.x, s1.x), -vec4<f32>(s0.y, s0.y, s1.y, s1.y));
+    return kjob(ld4(w0), c, ld4(w0 + 12u + 8u * c), ld4(w0 + 16u + 8u * c), ld4(w0 + 4u),
+                ld4(w0 + 8u));
 }
 #endif
 #endif
