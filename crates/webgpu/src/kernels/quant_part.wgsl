@@ -19,10 +19,10 @@ fn xpair(p: u32) -> vec2<u32> {
 }
 #endif
 
-// U_INTQ (the integer block formats: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K): `partq(row, u,
-// p)` gives the part's quants as two words of four signed bytes in the order of `part`'s two
-// vec4s, and (d, m) with value = d · q + m; `part` is built from it, and the mat-vec's int8
-// path (Q8X) multiplies the quants directly with dot4I8Packed.
+// U_INTQ (the integer block formats: q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K):
+// `partq(row, u, p)` gives the part's quants as two words of four signed bytes in the order of
+// `part`'s two vec4s, and (d, m) with value = d · q + m; `part` is built from it, and the
+// mat-vec's int8 path (Q8X) multiplies the quants directly with dot4I8Packed.
 #if U_INTQ
 struct PartQ {
     qa: u32,

@@ -44,7 +44,7 @@ const QUANT_ACT_WG: u32 = 64;
 /// gate/up and output head). On an H200 that took the 1B's tg128 from 925 to 980 t/s with 64
 /// lanes and to 1,020 with 32; 64 lanes for the 8B's 128-unit rows lost 6% (322 to 301),
 /// though `ops --large` timed them faster (its weights stay in L2; a decode step's come from
-/// memory). Lanes whose jobs are two units (q4_K, q6_K: `upj` = 2) take one step over rows of
+/// memory). Lanes whose jobs are two units (the K formats: `upj` = 2) take one step over rows of
 /// up to 128 jobs (32-128 lanes) and 128 lanes beyond: on an H200 the 8B shape's tg128 went
 /// from 303.7 to 307.7 t/s (q4_K) and from 200.1 to 205.6 (q6_K) against the unit rule's 32 for
 /// 4,096-wide rows and 128 for 14,336; 256 lanes for 14,336 took the down projection from 17.5
@@ -341,8 +341,8 @@ fn vec_key(
 /// `key` (a mat-vec's) with its weights bound read-only when every weight operand (the slots
 /// [`crate::shaders::read_only`] gives) is a weight leaf and no other operand of the dispatch
 /// shares its buffer (a weight's buffer holds only it), and bound as vec4s (`wv4`) when the
-/// int8 path of q4_K or q5_K reads them and every weight row starts on a 16-byte boundary (the arena
-/// and the binding windows start on the storage offset alignment, a multiple of 16).
+/// int8 path of q4_K or q5_K reads them and every weight row starts on a 16-byte boundary (the
+/// arena and the binding windows start on the storage offset alignment, a multiple of 16).
 fn bind_weights(ctx: &Ctx, mut key: PipelineKey, operands: &[Operand]) -> PipelineKey {
     let set = |key: &mut PipelineKey, on: bool| {
         if let Kernel::MulMatVec { ro_weights, .. } = &mut key.kernel {
