@@ -90,8 +90,8 @@ pub enum Kernel {
         /// load path (an H200 mat-vec kernel study: 15-20% faster int8 products).
         ro_weights: bool,
         /// The weights are bound as vec4<u32>s (WV4), read 16 bytes a load where a decoder
-        /// reads aligned words four at a time (q4_K's and q5_K's int8 jobs): the planner checks that
-        /// every weight row starts on a 16-byte boundary.
+        /// reads aligned words four at a time (q4_K's and q5_K's int8 jobs): the planner
+        /// checks that every weight row starts on a 16-byte boundary.
         wv4: bool,
     },
     /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
@@ -480,6 +480,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     let words = matches!(key.kernel, Kernel::Copy { .. });
     let act_quant = matches!(key.kernel, Kernel::QuantAct { .. });
     let q8x = matches!(key.kernel, Kernel::MulMatVec { q8x: true, .. });
+    let wv4 = matches!(key.kernel, Kernel::MulMatVec { wv4: true, .. });
     // The unit-decoding matmuls read f16 weights as words: they need no SHADER_F16 (but for
     // the f16 KV caches the attention input mat-vec stores into).
     let f16_caches = matches!(
@@ -524,7 +525,6 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         if mat_vec && weight && matches!(dt, DType::F16 | DType::BF16 | DType::F32) {
             elem = "u32";
         }
-        let wv4 = matches!(key.kernel, Kernel::MulMatVec { wv4: true, .. });
         if wv4 && weight {
             elem = "vec4<u32>";
         }
@@ -921,7 +921,6 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     let mut text = head;
     text.push_str(COMMON);
     // quant.wgsl reads src0 as words; vec4-bound weights have their own decoder.
-    let wv4 = matches!(key.kernel, Kernel::MulMatVec { wv4: true, .. });
     if quant && !wv4 {
         text.push_str(QUANT);
         text.push_str(&grid_source(src0)?);
