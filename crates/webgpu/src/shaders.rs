@@ -158,6 +158,8 @@ pub enum Kernel {
         d: u32,
         dv: u32,
         heads: u32,
+        /// Keys an octet takes per step.
+        keys: u32,
         split: bool,
         q8x: bool,
     },
@@ -716,6 +718,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             d,
             dv,
             heads,
+            keys,
             split,
             q8x,
         } => {
@@ -735,12 +738,14 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                     "flash_attn_vec to int8: dv = {dv}, wg = {wg}, split {split}"
                 ));
             }
-            if ![d, dv, key.wg].iter().all(|x| x.is_multiple_of(8)) {
+            if ![d, dv, key.wg].iter().all(|x| x.is_multiple_of(8)) || !(1..=8).contains(&keys) {
                 let wg = key.wg;
-                return Err(format!("flash_attn_vec: d = {d}, dv = {dv}, wg = {wg}"));
+                return Err(format!(
+                    "flash_attn_vec: d = {d}, dv = {dv}, wg = {wg}, {keys} keys an octet"
+                ));
             }
             // Octets, keys per octet and step (KB in the kernel).
-            let (octets, kb) = (key.wg / 8, 4);
+            let (octets, kb) = (key.wg / 8, keys);
             vars.push(("D", d.to_string()));
             vars.push(("DV", dv.to_string()));
             vars.push(("GQ", heads.to_string()));

@@ -22,7 +22,18 @@ const WG_VEC: u32 = 128;
 /// 4,096 and 32,768 keys were slower with it (24 -> 30 µs, 172 -> 194 µs), and 8 keys an octet
 /// instead of 4 was slower in both.
 const WG_VEC_UNSPLIT: u32 = 256;
+/// Keys an octet of the vec kernel takes a step (KB in the kernel), and the keys a step of a
+/// split walk takes ([`WG_VEC`] / 8 octets of them).
+const VEC_KEYS: u32 = 4;
 const VEC_STEP: u64 = 64;
+/// Keys an octet takes a step over unsplit caches. Early in a generation a step covers every
+/// visible key either way, so fewer keys an octet only shortens the step: half the K/V rows
+/// (and registers) a lane waits on. On an H200 (tg128 at ctx 640, two rounds) this took the
+/// Llama 3.1 8B q4_K and q4_0 shapes from 308.5 and 330.9 to 314.7 and 338.2 t/s, the 1B q4_0
+/// from 991-1,005 to 1,022-1,027 and SmolLM2 from 944-947 to 969-974; one key an octet was
+/// slower than four over 512 keys (14.6 µs), and two were slower over split walks (4,096 and
+/// 32,768 keys: 27.6 and 239 µs against 24.2 and 177).
+const VEC_UNSPLIT_KEYS: u32 = 2;
 /// Invocations per workgroup of `flash_attn_combine.wgsl`.
 const WG_COMBINE: u32 = 256;
 /// Query rows up to which the vec kernel runs.
@@ -109,6 +120,8 @@ struct VecOpts {
     heads: u32,
     /// Invocations per workgroup.
     lanes: u32,
+    /// Keys an octet takes a step.
+    keys: u32,
     split: bool,
     /// The mask terms differ per head (several mask heads, or ALiBi).
     mask_heads: bool,
@@ -135,6 +148,7 @@ fn vec_key(
             d,
             dv,
             heads: o.heads,
+            keys: o.keys,
             split: o.split,
             q8x: o.q8x,
         },
@@ -442,13 +456,14 @@ fn plan(
         .min(u64::from(COMBINE_MAX_SPLITS));
     let (d, dv) = (ctx.items(d)?, ctx.items(dv)?);
     let heads_u = ctx.items(heads)?;
-    let lanes = match n_kv <= VEC_UNSPLIT_KV {
-        true => WG_VEC_UNSPLIT,
-        false => WG_VEC,
+    let (lanes, keys) = match n_kv <= VEC_UNSPLIT_KV {
+        true => (WG_VEC_UNSPLIT, VEC_UNSPLIT_KEYS),
+        false => (WG_VEC, VEC_KEYS),
     };
     let opts = |split| VecOpts {
         heads: heads_u,
         lanes,
+        keys,
         split,
         mask_heads: mask.as_ref().is_some_and(|m| m.layout.ne[2] > 1) || max_bias > 0.0,
         softcap: softcap != 0.0,
@@ -536,6 +551,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             let o = |heads, split| VecOpts {
                 heads,
                 lanes: WG_VEC,
+                keys: VEC_KEYS,
                 split,
                 mask_heads: split,
                 softcap: !split,
@@ -546,6 +562,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             keys.push(vec_key(k, v, m, false, d, o(8, true)));
             let unsplit = VecOpts {
                 lanes: WG_VEC_UNSPLIT,
+                keys: VEC_UNSPLIT_KEYS,
                 ..o(1, false)
             };
             keys.push(vec_key(k, v, m, false, d, unsplit));
@@ -604,6 +621,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                     let o = VecOpts {
                         heads,
                         lanes: WG_VEC,
+                        keys: VEC_KEYS,
                         split,
                         mask_heads,
                         softcap,
