@@ -48,7 +48,12 @@ const QUANT_ACT_WG: u32 = 64;
 /// up to 128 jobs (32-128 lanes) and 128 lanes beyond: on an H200 the 8B shape's tg128 went
 /// from 303.7 to 307.7 t/s (q4_K) and from 200.1 to 205.6 (q6_K) against the unit rule's 32 for
 /// 4,096-wide rows and 128 for 14,336; 256 lanes for 14,336 took the down projection from 17.5
-/// to 19.2 µs.
+/// to 19.2 µs. Jobs take up to 2 rows a workgroup, not 4: a job's 16-byte loads already keep a
+/// lane's memory requests in flight, and the 4-row workgroups' registers held fewer of them
+/// resident. On an H200 that took the 8B q4_K shape's tg128 from 308.5 to 316.0 t/s and its
+/// 8-layer chain of 4096² products from 115.2 to 105.3 µs (q6_K: 122.7 to 119.6); the unit
+/// path lost with 2 (8B q4_0 331.0 to 324.0, SmolLM2 q4_1 944 to 937), and 1 row lost for all
+/// (8B q4_K 289.2).
 ///
 /// The reduction holds one f32 per lane and sum (`nw` per row, plus `extra` of the norm
 /// prologue, per column) in [`VEC_RED_FLOATS`]: a shape that would not fit at `min_rpw` rows
@@ -71,8 +76,12 @@ fn vec_shape(
     while wg > 32 && !fits(wg, min_rpw) {
         wg /= 2;
     }
+    let max_rpw = match upj {
+        Some(j) if j > 1 => 2,
+        _ => 4,
+    };
     let mut rpw = min_rpw;
-    while rpw * 2 <= 4 && fits(wg, rpw * 2) && m / u64::from(rpw * 2) >= VEC_MIN_GROUPS {
+    while rpw * 2 <= max_rpw && fits(wg, rpw * 2) && m / u64::from(rpw * 2) >= VEC_MIN_GROUPS {
         rpw *= 2;
     }
     (wg, rpw)

@@ -59,13 +59,17 @@ fn plan(caps: &Capabilities, m: u64, n: u64, batches: u64) -> super::Dispatch {
 /// Every mat-vec pipeline's reduction fits WebGPU's default 16 KiB of workgroup memory
 /// (a norm prologue's sum included), and a rotated q/k/v keeps its pairs together.
 #[test]
-fn int8_mat_vecs_give_short_rows_32_lanes() {
+fn int8_mat_vecs_give_short_rows_32_lanes_and_jobs_2_rows() {
     // Lanes a workgroup for rows of 64, 128 and 448 units with f32 activations and int8
     // ones in jobs of one and two units (one column, one weight, no norm, 8,192 rows).
     let lanes = |units, upj| super::vec_shape((units, upj), 8192, 1, 1, 0, 1).0;
     assert_eq!([64, 128, 448].map(|u| lanes(u, Some(1))), [32, 128, 256]);
     assert_eq!([64, 128, 448].map(|u| lanes(u, None)), [128, 128, 256]);
     assert_eq!([64, 128, 448].map(|u| lanes(u, Some(2))), [32, 64, 128]);
+    // Rows a workgroup: up to 4 for units, 2 for jobs (and 2 for a rotated pair either way).
+    let rows = |upj, min| super::vec_shape((128, upj), 8192, 1, 1, 0, min).1;
+    assert_eq!([None, Some(1), Some(2)].map(|j| rows(j, 1)), [4, 4, 2]);
+    assert_eq!([None, Some(1), Some(2)].map(|j| rows(j, 2)), [4, 4, 2]);
 }
 
 /// q4_K's and q5_K's int8 mat-vecs bind their weights as vec4s when every row starts on 16
