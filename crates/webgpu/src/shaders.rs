@@ -759,7 +759,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             // per head, else 4), keys per chunk (all keys in one without a mask).
             vars.push(("QPL", (heads * d).div_ceil(key.wg).to_string()));
             let mh = if mask_heads { heads } else { 1 };
-            let msl = if mask_heads { 8 } else { 4 };
+            let msl = vec_mask_terms(mask_heads);
             let ch = if mask { msl * key.wg / mh } else { 1 << 30 };
             vars.push(("MH", mh.to_string()));
             vars.push(("MSL", msl.to_string()));
@@ -958,6 +958,16 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     text.push_str(body);
     text.push_str(&readers);
     specialize(&text, &flags, &vars)
+}
+
+/// Mask terms a lane of `flash_attn_vec.wgsl` stages a chunk (MSL): 8 with a mask row per
+/// head, else 4.
+pub(crate) fn vec_mask_terms(mask_heads: bool) -> u32 {
+    if mask_heads {
+        8
+    } else {
+        4
+    }
 }
 
 /// Pushes each flag whose switch is on.

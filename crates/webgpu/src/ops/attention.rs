@@ -16,28 +16,38 @@ const WG_ATTN: u32 = 64;
 /// Invocations per workgroup of `flash_attn_vec.wgsl` (16 octets) and the keys they take a
 /// step (4 per octet).
 const WG_VEC: u32 = 128;
-/// Invocations per vec workgroup over unsplit caches (at most [`VEC_UNSPLIT_KV`] keys): with
-/// few workgroups, each walks twice the keys a step. On an H200 at ctx 640 this took tg128 of
-/// the SmolLM2, 1B and 8B shapes from 746, 626, 211 to 785, 641, 217 t/s; split walks over
-/// 4,096 and 32,768 keys were slower with it (24 -> 30 µs, 172 -> 194 µs), and 8 keys an octet
-/// instead of 4 was slower in both.
-const WG_VEC_UNSPLIT: u32 = 256;
-/// Keys an octet of the vec kernel takes a step (KB in the kernel), and the keys a step of a
-/// split walk takes ([`WG_VEC`] / 8 octets of them).
+/// Keys an octet of the vec kernel takes a step (KB in the kernel) over split walks, and the
+/// keys a step of one takes ([`WG_VEC`] / 8 octets of them).
 const VEC_KEYS: u32 = 4;
 const VEC_STEP: u64 = 64;
-/// Keys an octet takes a step over unsplit caches. Early in a generation a step covers every
-/// visible key either way, so fewer keys an octet only shortens the step: half the K/V rows
-/// (and registers) a lane waits on. On an H200 (tg128 at ctx 640, two rounds) this took the
-/// Llama 3.1 8B q4_K and q4_0 shapes from 308.5 and 330.9 to 314.7 and 338.2 t/s, the 1B q4_0
-/// from 991-1,005 to 1,022-1,027 and SmolLM2 from 944-947 to 969-974; one key an octet was
-/// slower than four over 512 keys (14.6 µs), and two were slower over split walks (4,096 and
-/// 32,768 keys: 27.6 and 239 µs against 24.2 and 177).
-const VEC_UNSPLIT_KEYS: u32 = 2;
+/// Shapes of the vec kernel over unsplit caches (at most [`VEC_UNSPLIT_KV`] keys), best first:
+/// (invocations, keys an octet takes a step). The planner takes the first whose invocations
+/// and workgroup memory ([`vec_storage`]) the device has. Early in a generation one step
+/// covers every visible key, and the step is shorter with fewer keys a lane: with few
+/// workgroups, more lanes each waiting on fewer K/V rows win. On an H200 at ctx 640, tg128:
+/// - 256 lanes of 4 keys instead of 128: SmolLM2, 1B and 8B shapes 746, 626, 211 to 785,
+///   641, 217 t/s (split walks were slower with 256);
+/// - 256 of 2 instead of 256 of 4: 8B q4_K and q4_0 308.5 and 330.9 to 314.7 and 338.2, 1B
+///   q4_0 ~1,000 to 1,022-1,027, SmolLM2 944-947 to 969-974 (2 keys were slower over split
+///   walks: 4,096 and 32,768 keys took 27.6 and 239 µs against 24.2 and 177);
+/// - 512 of 1 instead of 256 of 2: 8B q4_K 322.4 to 326.7, 1B q4_0 1,021 to 1,029, SmolLM2
+///   968 to 982 (512 of 2: 323.9, 1,022, 964; 128 of 2: 310.4, 992, 921).
+const VEC_UNSPLIT_SHAPES: [(u32, u32); 3] = [(512, 1), (256, 2), (WG_VEC, VEC_KEYS)];
 /// Invocations per workgroup of `flash_attn_combine.wgsl`.
 const WG_COMBINE: u32 = 256;
 /// Query rows up to which the vec kernel runs.
 const VEC_MAX_Q: u64 = 8;
+/// Workgroup memory of `flash_attn_vec.wgsl` with `lanes` invocations and `heads` query heads
+/// (its variables' sizes, each rounded up to 16 bytes as WebGPU counts them): q, the octets'
+/// outputs, m and l; with a mask the staged terms and the visible range.
+fn vec_storage(lanes: u32, heads: u32, (d, dv): (u64, u64), mask: bool, mask_heads: bool) -> u64 {
+    let (octets, heads) = (u64::from(lanes / 8), u64::from(heads));
+    let r16 = |bytes: u64| bytes.next_multiple_of(16);
+    let staged = u64::from(crate::shaders::vec_mask_terms(mask_heads) * lanes);
+    let masks = if mask { r16(4 * staged) + 32 } else { 0 };
+    16 * (heads * d).div_ceil(4) + r16(4 * octets * dv) + 2 * r16(4 * octets * heads) + masks
+}
+
 /// Largest head size of the vec kernel, and most output values (heads · dv) a workgroup keeps
 /// (each lane holds heads · dv / 64 of them in registers, beside a step's 16 K/V loads: 8
 /// heads of 128 would be 128 accumulators a lane, past what registers hold without spilling).
@@ -440,6 +450,20 @@ fn plan(
             .find(|&g| r.is_multiple_of(g) && n_head.is_multiple_of(g) && g * dv <= max_out)
             .unwrap_or(1),
     };
+    // The kernel's shape: the first the device has room for, else no vec kernel.
+    let mask_heads = mask.as_ref().is_some_and(|m| m.layout.ne[2] > 1) || max_bias > 0.0;
+    let room = u64::from(ctx.caps.limits.max_compute_workgroup_storage_size);
+    let most = ctx.caps.limits.max_compute_invocations_per_workgroup;
+    let heads_u = ctx.items(heads)?;
+    let fits = |&(lanes, _): &(u32, u32)| {
+        lanes <= most && vec_storage(lanes, heads_u, (d, dv), mask.is_some(), mask_heads) <= room
+    };
+    let shape = match n_kv <= VEC_UNSPLIT_KV {
+        true => VEC_UNSPLIT_SHAPES.into_iter().find(fits),
+        false => Some((WG_VEC, VEC_KEYS)).filter(fits),
+    };
+    let vec = vec && shape.is_some();
+    let (lanes, keys) = shape.unwrap_or((WG_VEC, VEC_KEYS));
     let (groups, step) = match vec {
         true => (n_rows * n_head / heads, VEC_STEP),
         false => (n_rows * n_head, u64::from(WG_ATTN)),
@@ -455,17 +479,12 @@ fn plan(
         .min(steps / min_steps)
         .min(u64::from(COMBINE_MAX_SPLITS));
     let (d, dv) = (ctx.items(d)?, ctx.items(dv)?);
-    let heads_u = ctx.items(heads)?;
-    let (lanes, keys) = match n_kv <= VEC_UNSPLIT_KV {
-        true => (WG_VEC_UNSPLIT, VEC_UNSPLIT_KEYS),
-        false => (WG_VEC, VEC_KEYS),
-    };
     let opts = |split| VecOpts {
         heads: heads_u,
         lanes,
         keys,
         split,
-        mask_heads: mask.as_ref().is_some_and(|m| m.layout.ne[2] > 1) || max_bias > 0.0,
+        mask_heads,
         softcap: softcap != 0.0,
         q8x: false,
     };
@@ -560,12 +579,19 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             let (d, m) = ((64, 64), Some(DType::F16));
             keys.push(vec_key(k, v, m, true, d, o(4, false)));
             keys.push(vec_key(k, v, m, false, d, o(8, true)));
+            for (lanes, keys_a_step) in VEC_UNSPLIT_SHAPES {
+                let unsplit = VecOpts {
+                    lanes,
+                    keys: keys_a_step,
+                    ..o(1, false)
+                };
+                keys.push(vec_key(k, v, m, false, d, unsplit));
+            }
             let unsplit = VecOpts {
-                lanes: WG_VEC_UNSPLIT,
-                keys: VEC_UNSPLIT_KEYS,
+                lanes: VEC_UNSPLIT_SHAPES[0].0,
+                keys: VEC_UNSPLIT_SHAPES[0].1,
                 ..o(1, false)
             };
-            keys.push(vec_key(k, v, m, false, d, unsplit));
             let q8x = VecOpts {
                 q8x: true,
                 ..unsplit
@@ -762,10 +788,83 @@ mod tests {
         }
     }
 
+    /// `vec_storage` likewise for `flash_attn_vec.wgsl`.
+    #[test]
+    fn vec_storage_is_the_kernels_workgroup_memory() {
+        for (lanes, heads, (d, dv)) in
+            [(512, 1, (128, 128)), (256, 4, (64, 64)), (128, 3, (40, 24))]
+        {
+            for (mask, mask_heads) in [
+                (None, false),
+                (Some(DType::F16), false),
+                (Some(DType::F32), true),
+            ] {
+                let o = super::VecOpts {
+                    heads,
+                    lanes,
+                    keys: 2,
+                    split: false,
+                    mask_heads,
+                    softcap: false,
+                    q8x: false,
+                };
+                let key = super::vec_key(DType::F16, DType::F16, mask, false, (d, dv), o);
+                let formula = super::vec_storage(
+                    lanes,
+                    heads,
+                    (d.into(), dv.into()),
+                    mask.is_some(),
+                    mask_heads,
+                );
+                assert_eq!(
+                    workgroup_bytes(&key),
+                    formula,
+                    "{lanes} lanes, {heads} heads, d {d}, mask {mask:?}"
+                );
+            }
+        }
+    }
+
+    /// The vec kernel's (invocations, keys an octet takes a step) for a decode attention of
+    /// heads of `d` over `n_kv` keys, on a device of `lanes` invocations and `wg_bytes` of
+    /// workgroup memory.
+    fn vec_shape(d: u64, n_kv: u64, lanes: u32, wg_bytes: u32) -> (u32, u32) {
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, [d, 1, 32, 1]).unwrap();
+        let k = g.input("k", DType::F16, [d, n_kv, 8, 1]).unwrap();
+        let m = g.input("m", DType::F16, [n_kv, 1, 1, 1]).unwrap();
+        let a = g
+            .flash_attn_ext(q, k, k, Some(m), None, 0.088, 0.0, 0.0)
+            .unwrap();
+        let mut caps = super::super::matmul::tests::caps(false, 32, wg_bytes);
+        caps.limits.max_compute_invocations_per_workgroup = lanes;
+        match super::super::plan_node(&g, a, &caps).unwrap()[0].key {
+            crate::shaders::PipelineKey {
+                kernel: Kernel::FlashAttnVec { keys, .. },
+                wg,
+                ..
+            } => (wg, keys),
+            ref other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn unsplit_walks_take_the_most_lanes_the_device_has_room_for() {
+        // Llama 8B (heads of 128) on an H200 (1,024 invocations, 48 KiB), on WebGPU's default
+        // 256 invocations, and on lavapipe's 32 KiB; Gemma 3's heads of 256 need 64 KiB for 512.
+        assert_eq!(vec_shape(128, 640, 1024, 49152), (512, 1));
+        assert_eq!(vec_shape(128, 640, 256, 49152), (256, 2));
+        assert_eq!(vec_shape(128, 640, 1024, 32768), (256, 2));
+        assert_eq!(vec_shape(256, 640, 1024, 49152), (256, 2));
+        assert_eq!(vec_shape(64, 640, 1024, 32768), (512, 1));
+        // Split walks keep 128 lanes of 4 keys.
+        assert_eq!(vec_shape(128, 4096, 1024, 49152), (128, 4));
+    }
+
     #[test]
     fn short_caches_run_unsplit() {
         assert_eq!(planned(640).len(), 1);
-        assert_eq!(planned(640)[0].key.wg, super::WG_VEC_UNSPLIT);
+        assert_eq!(planned(640)[0].key.wg, super::VEC_UNSPLIT_SHAPES[1].0);
         assert_eq!(planned(super::VEC_UNSPLIT_KV + 1)[0].key.wg, super::WG_VEC);
         assert_eq!(planned(super::VEC_UNSPLIT_KV).len(), 1);
         assert_eq!(planned(super::VEC_UNSPLIT_KV + 1).len(), 2);
