@@ -16,7 +16,7 @@ use wgllm_core::{Backend, Executable, Graph, Op, Result, TensorId};
 
 use super::{Built, Case, Rng};
 use crate::profile::Clock;
-use crate::WebGpuBackend;
+use crate::{WebGpuBackend, WebGpuExecutable};
 
 /// Timing of one case.
 #[derive(Clone, Debug)]
@@ -124,6 +124,60 @@ pub fn time_case(backend: &dyn Backend, case: &Case, seed: u64, reps: usize) -> 
 const WARM_UP: std::time::Duration = std::time::Duration::from_millis(200);
 const WARM_UP_RUNS: usize = 10_000;
 
+/// A case compiled on a WebGPU backend with its states written, timed run after run on its
+/// span ([`WebGpuExecutable::run_span`]: GPU timestamps, else the host clock around each run
+/// and its wait): what [`time_case_webgpu`] and the criterion benchmarks
+/// (`benches/kernels.rs`) time.
+pub struct Timed {
+    exe: WebGpuExecutable,
+    inputs: Vec<(TensorId, Vec<u8>)>,
+    /// Bytes of the graph's leaves and outputs ([`bytes`]).
+    pub bytes: u64,
+    /// Matrix-product and attention FLOPs ([`flops`]).
+    pub flops: u64,
+}
+
+impl Timed {
+    /// Builds `case` from `seed`, compiles it on `backend` and writes its states.
+    pub fn new(backend: &WebGpuBackend, case: &Case, seed: u64) -> Result<Timed> {
+        let (graph, built) = build(case, seed)?;
+        let mut exe = backend.compile_webgpu(&graph)?;
+        for (t, data) in &built.states {
+            exe.write(*t, data)?;
+        }
+        Ok(Timed {
+            exe,
+            inputs: built.inputs,
+            bytes: bytes(&graph),
+            flops: flops(&graph),
+        })
+    }
+
+    /// Runs for [`WARM_UP`] of GPU time, not once: a GPU idle while the CPU reference ran
+    /// starts slow, and on an H200 short cases were then timed 4-5 times slower now and then.
+    pub fn warm_up(&mut self) -> Result<()> {
+        let mut warm = 0.0;
+        for _ in 0..WARM_UP_RUNS {
+            warm += self.seconds(1)?;
+            if warm >= WARM_UP.as_secs_f64() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Seconds of `reps` runs, each timed on its span, summed.
+    pub fn seconds(&mut self, reps: usize) -> Result<f64> {
+        let inputs: Vec<(TensorId, &[u8])> =
+            self.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
+        let mut ns = 0.0;
+        for _ in 0..reps {
+            ns += self.exe.run_span(&inputs)?.span_ns;
+        }
+        Ok(ns / 1e9)
+    }
+}
+
 /// [`time_case`] with GPU timestamps when `backend`'s device has TIMESTAMP_QUERY: warm-up runs
 /// for [`WARM_UP`] of GPU time, then the mean GPU span of `reps` span-timed runs. Falls back to
 /// [`time_case`] without it.
@@ -136,30 +190,13 @@ pub fn time_case_webgpu(
     if !backend.capabilities().timestamp_query {
         return time_case(backend, case, seed, reps);
     }
-    let (graph, built) = build(case, seed)?;
-    let mut exe = backend.compile_webgpu(&graph)?;
-    for (t, data) in &built.states {
-        exe.write(*t, data)?;
-    }
-    let inputs: Vec<(TensorId, &[u8])> = built.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
-    // Warm-up for WARM_UP of GPU work, not one run: a GPU idle while the CPU reference ran
-    // starts slow, and on an H200 short cases were then timed 4-5 times slower now and then.
-    let mut warm = 0.0;
-    for _ in 0..WARM_UP_RUNS {
-        warm += exe.run_span(&inputs)?.span_ns;
-        if warm >= WARM_UP.as_nanos() as f64 {
-            break;
-        }
-    }
+    let mut timed = Timed::new(backend, case, seed)?;
+    timed.warm_up()?;
     let reps = reps.max(1);
-    let mut ns = 0.0;
-    for _ in 0..reps {
-        ns += exe.run_span(&inputs)?.span_ns;
-    }
     Ok(Perf {
-        seconds: ns / reps as f64 / 1e9,
-        bytes: bytes(&graph),
-        flops: flops(&graph),
+        seconds: timed.seconds(reps)? / reps as f64,
+        bytes: timed.bytes,
+        flops: timed.flops,
         clock: Clock::GpuTimestamps,
     })
 }
