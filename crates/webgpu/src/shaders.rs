@@ -200,6 +200,9 @@ pub enum VecEpilogue {
     /// frequency factors) and k and v stored into the KV caches: a step's attention input in
     /// one dispatch (`mul_mat_vec.wgsl`'s ROPE).
     QkvRope { neox: bool, freq_factors: bool },
+    /// ggml_mul_mat_id: src0 holds the experts' weights (dim 2), src2 the i32 expert ids, and
+    /// each workgroup column (workgroup z) is one (expert slot, token) of the result.
+    Id,
 }
 
 /// How `top_k.wgsl` covers a row.
@@ -280,7 +283,7 @@ impl VecSlots {
     pub(crate) fn new(epilogue: VecEpilogue, norm: bool) -> VecSlots {
         let sources = match epilogue {
             VecEpilogue::None => 2,
-            VecEpilogue::Add | VecEpilogue::Glu { .. } => 3,
+            VecEpilogue::Add | VecEpilogue::Glu { .. } | VecEpilogue::Id => 3,
             VecEpilogue::Qkv | VecEpilogue::QkvRope { .. } => 4,
         };
         let p = sources + usize::from(norm);
@@ -462,7 +465,7 @@ pub(crate) fn read_only(key: &PipelineKey) -> u32 {
         } => match epilogue {
             VecEpilogue::Glu { .. } => 0b101,
             VecEpilogue::Qkv | VecEpilogue::QkvRope { .. } => 0b1101,
-            VecEpilogue::None | VecEpilogue::Add => 0b1,
+            VecEpilogue::None | VecEpilogue::Add | VecEpilogue::Id => 0b1,
         },
         _ => 0,
     }
@@ -556,7 +559,10 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     let multi_vec = matches!(
         key.kernel,
         Kernel::MulMatVec {
-            epilogue: VecEpilogue::Glu { .. } | VecEpilogue::Qkv | VecEpilogue::QkvRope { .. },
+            epilogue: VecEpilogue::Glu { .. }
+                | VecEpilogue::Qkv
+                | VecEpilogue::QkvRope { .. }
+                | VecEpilogue::Id,
             ..
         }
     );
@@ -859,6 +865,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             match epilogue {
                 VecEpilogue::None => {}
                 VecEpilogue::Add => flags.push("ADD"),
+                VecEpilogue::Id => flags.push("ID"),
                 VecEpilogue::Glu { expr } => {
                     flags.push("GLU");
                     vars.push(("EXPR", expr.to_string()));

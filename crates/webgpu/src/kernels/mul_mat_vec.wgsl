@@ -16,6 +16,10 @@
 // op_u: 0 = K, 1 = M, 2 = N, 3 = r2 (src1.ne2 / src0.ne2), 4 = r3. Workgroup z indexes the batch.
 // Fused epilogues:
 // ADD: dst (binding 3) = product + src2, a residual of the product's shape.
+// ID (ggml_mul_mat_id, one column a workgroup, NC = 1): workgroup z is column e + n_used · t
+//   of dst [M, n_used, tokens]; its weight is expert ids[e, t] of src0 (dim 2; src2 the i32
+//   ids [n_used, tokens]) and its activations column e % src1.ne1 of token t. An id outside
+//   the experts reads expert 0 and stores NaN.
 // GLU: a second weight src2 of src0's shape and dtype; dst (binding 3) = EXPR(x, g) with x the
 //   product with src0 (the gate) and g the one with src2 (the up projection), as `glu.wgsl`.
 // QKV: three weights of one dtype and row length, src0 (op_u(1) rows), src2 (op_u(5)) and src3
@@ -264,10 +268,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let wb = 0u;
 #endif
     let n_cols = op_u(2u);
+#if ID
+    let n_used = t_ne(2u, 0u);
+    let e_col = wid.z % n_used;
+    let t_col = wid.z / n_used;
+    let id = src2[t_idx(2u, vec4<u32>(e_col, t_col, 0u, 0u))];
+    let id_ok = id >= 0 && u32(id) < t_ne(0u, 2u);
+    let a2 = select(0u, u32(id), id_ok);
+    let a3 = 0u;
+    let x_at = vec4<u32>(0u, e_col % t_ne(1u, 1u), t_col, 0u);
+#else
     let i2 = wid.z % t_ne(1u, 2u);
     let i3 = wid.z / t_ne(1u, 2u);
     let a2 = i2 / op_u(3u);
     let a3 = i3 / op_u(4u);
+    let x_at = vec4<u32>(0u, 0u, i2, i3);
+#endif
     let rows = min(RPW, m_len - min(m0, m_len));
     // Where each row starts in src0 (and src2); rows past the end repeat the last one (all rows
     // of the workgroups past the last, where a grid of over 65,535 folds into x and y), so every
@@ -295,7 +311,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endunroll
     let g0 = t_off({{G}}u) / 4u;
 #endif
-    let x0 = t_idx(1u, vec4<u32>(0u, 0u, i2, i3)) / 4u;
+    let x0 = t_idx(1u, x_at) / 4u;
     let xcol = t_nb(1u, 1u) / 4u;
     let units = op_u(0u) / 32u;
 #if JOB
@@ -509,7 +525,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 #else
     if (r < rows && c < n_cols) {
+#if ID
+        let o = vec4<u32>(m0 + r, e_col, t_col, 0u);
+#else
         let o = vec4<u32>(m0 + r, c, i2, i3);
+#endif
 #if NORM
         let y = red[(r * NC + c) * WG] / sqrt(red[(NS + c) * WG] / f32(op_u(0u)) + op_f(7u));
 #else
@@ -536,7 +556,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
         store_dst(t_idx({{D}}u, o), {{EXPR}});
 #else
+#if ID
+        store_dst(t_idx({{D}}u, o), select(bitcast<f32>(0x7fc00000u), y, id_ok));
+#else
         store_dst(t_idx({{D}}u, o), y);
+#endif
 #endif
 #endif
 #endif

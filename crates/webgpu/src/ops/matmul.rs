@@ -313,6 +313,7 @@ fn vec_key(
     let mut dtypes = match epilogue {
         VecEpilogue::None => vec![a, f, f],
         VecEpilogue::Add => vec![a, f, f, f],
+        VecEpilogue::Id => vec![a, f, DType::I32, f],
         VecEpilogue::Glu { .. } => vec![a, f, a, f],
         VecEpilogue::Qkv => vec![a, f, a, a, f, f, f],
         VecEpilogue::QkvRope { freq_factors, .. } => {
@@ -750,6 +751,41 @@ pub(super) fn mul_mat_vec_norm(mm: &Ctx, norm: &VecNorm) -> Result<Option<Vec<Di
     }
 }
 
+/// ggml_mul_mat_id (`srcs = [experts, b, ids]`, its context) through `mul_mat_vec.wgsl`'s ID:
+/// one workgroup column per (expert slot, token), each reading only its expert's rows, decoded
+/// as mul_mat's are; `None` where that path does not apply (weights without a unit decoder,
+/// activations not bound as vec4s, more columns than a grid dimension holds).
+pub(super) fn mul_mat_vec_id(ctx: &Ctx) -> Result<Option<Vec<Dispatch>>> {
+    let (a, b, ids, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.src(2)?, ctx.out());
+    let cols = dst.layout.ne[1] * dst.layout.ne[2];
+    let ok = unit_decoded(a.dtype)
+        && unit_path(ctx, &a, &b)
+        && a.layout.ne[3] == 1
+        && b.layout.ne[3] == 1
+        && windows::fits(ctx, &a)
+        && dst.dtype == DType::F32
+        && ids.dtype == DType::I32
+        && (1..=super::MAX_GROUPS_PER_DIM).contains(&cols);
+    if !ok {
+        return Ok(None);
+    }
+    let (ea, m) = (a.layout.ne, a.layout.ne[1]);
+    let flags = (ctx.caps.subgroups, false);
+    let key = vec_key(a.dtype, 1, VecEpilogue::Id, ea[0] / 32, m, flags, false);
+    let rpw = vec_rpw(&key);
+    let mut op = product_words(ctx, ea, [ea[0], 1, 1, 1], m, 0)?;
+    op[2] = 1;
+    let operands = vec![a, b, ids, dst];
+    let key = bind_weights(ctx, key, &operands);
+    Ok(Some(vec![Dispatch {
+        key,
+        operands,
+        op_words: op,
+        items: ctx.items(m * cols)?,
+        groups: ctx.grid(m.div_ceil(rpw), cols)?,
+    }]))
+}
+
 /// A mat-vec's activations: f32 (with a norm in front of the product or not; rounded to int8
 /// by a dispatch of its own where the int8 policy says), or already rounded to int8 into a
 /// [`q8x_scratch`].
@@ -953,6 +989,15 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                     add(VecEpilogue::Qkv, norm);
                 }
                 add(VecEpilogue::None, true);
+                keys.push(vec_key(
+                    a,
+                    1,
+                    VecEpilogue::Id,
+                    units,
+                    m,
+                    (f.0, false),
+                    false,
+                ));
                 for norm in [false, true] {
                     for rope in [
                         ((false, false), DType::I64, DType::F16),

@@ -35,6 +35,9 @@ pub(super) fn mul_mat_id(ctx: &Ctx) -> Result<Vec<Dispatch>> {
         "f32 activations with f32, f16, bf16 or any block format mul_mat decodes; f16 x f16; i32 ids",
     )?;
     ctx.require_f16(&[a.dtype, b.dtype])?;
+    if let Some(d) = super::matmul::mul_mat_vec_id(ctx)? {
+        return Ok(d);
+    }
     let (k, m) = (a.layout.ne[0], a.layout.ne[1]);
     let cols = dst.layout.ne[1] * dst.layout.ne[2];
     let mut op = [0; OP_WORDS];

@@ -115,11 +115,13 @@ fn mul_mat_id_cases(out: &mut Vec<Case>) {
     let weights = [DType::F32, DType::F16, DType::BF16]
         .into_iter()
         .chain(QUANTS);
-    for wt in weights {
-        let k = match wt.block_size() {
-            1 => 33,
-            bs => bs as u64,
-        };
+    // Float weights once with rows of 33 (the plain kernel) and once of 64 (the mat-vec's ID,
+    // as the block formats take it).
+    let shapes = weights.flat_map(|wt| match wt.block_size() {
+        1 => vec![(wt, 33), (wt, 64)],
+        bs => vec![(wt, bs as u64)],
+    });
+    for (wt, k) in shapes {
         // (m, n_expert, n_used, b.ne1, n_tokens)
         for (m, n_expert, n_used, b1, n_tokens) in [(9u64, 4u64, 2u64, 1u64, 3u64), (5, 3, 2, 2, 1)]
         {
@@ -139,6 +141,22 @@ fn mul_mat_id_cases(out: &mut Vec<Case>) {
             }));
         }
     }
+    // A decode step of a mixture-of-experts layer: 8 of 32 experts for one token.
+    out.push(case(
+        "MUL_MAT_ID",
+        "MUL_MAT_ID q4_K x f32 k=512 m=72 experts=32 used=8 b.ne1=1 tokens=1".into(),
+        MATMUL,
+        |g, rng| {
+            let mut b = Built::default();
+            let a = weight(g, rng, DType::Q4_K, [512, 72, 32, 1])?;
+            let x = input(g, rng, &mut b, DType::F32, [512, 1, 1, 1], -1.0, 1.0)?;
+            let ids = g.input("ids", DType::I32, [8, 1, 1, 1])?;
+            b.inputs.push((ids, expert_ids(rng, 8, 32)));
+            let r = g.mul_mat_id(a, x, ids)?;
+            g.mark_output(r)?;
+            Ok(b)
+        },
+    ));
     out.push(case(
         "MUL_MAT_ID",
         "MUL_MAT_ID f16 x f16 k=64 m=7 experts=3 used=2 tokens=2".into(),

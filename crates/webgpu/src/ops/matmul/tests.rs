@@ -222,3 +222,39 @@ fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
         (Kernel::MulMatCoop { bn: 64 }, 2 * 3 * 64)
     );
 }
+
+/// mul_mat_id takes the mat-vec's ID where mul_mat would (whole units, vec4 activations), one
+/// workgroup column per (expert slot, token); rows of 33 keep the plain kernel.
+#[test]
+fn mul_mat_id_runs_the_mat_vec_per_expert_column() {
+    let plan = |dtype: DType, k: u64| {
+        let mut g = Graph::new();
+        let bytes = Bytes::from(vec![0u8; dtype.row_bytes(k).unwrap() as usize * 64 * 8]);
+        let a = g.weight("experts", dtype, [k, 64, 8, 1], bytes).unwrap();
+        let x = g.input("x", DType::F32, [k, 1, 3, 1]).unwrap();
+        let ids = g.input("ids", DType::I32, [2, 3, 1, 1]).unwrap();
+        let r = g.mul_mat_id(a, x, ids).unwrap();
+        let p = super::super::plan_node(&g, r, &caps(false, 32, 32768)).unwrap();
+        assert_eq!(p.len(), 1);
+        (p[0].key.kernel, p[0].groups[2])
+    };
+    assert!(matches!(
+        plan(DType::Q4_K, 256),
+        (
+            Kernel::MulMatVec {
+                epilogue: VecEpilogue::Id,
+                nc: 1,
+                ..
+            },
+            6
+        )
+    ));
+    assert!(matches!(
+        plan(DType::F16, 64).0,
+        Kernel::MulMatVec {
+            epilogue: VecEpilogue::Id,
+            ..
+        }
+    ));
+    assert!(matches!(plan(DType::F32, 33).0, Kernel::Family(_)));
+}
