@@ -111,6 +111,30 @@ fn argsort_cases(out: &mut Vec<Case>) {
     }
 }
 
+/// `mul_mat_id` of experts `[k, m, n_expert]` of `wt` with activations of `xt`
+/// `[k, b.ne1, n_tokens]` routed to `n_used` experts a token.
+fn id_case(
+    (wt, xt): (DType, DType),
+    (k, m, n_expert): (u64, u64, u64),
+    used: (u64, u64, u64),
+) -> Case {
+    let (n_used, b1, n_tokens) = used;
+    let desc = format!(
+        "MUL_MAT_ID {wt} x {xt} k={k} m={m} experts={n_expert} used={n_used} b.ne1={b1} tokens={n_tokens}"
+    );
+    case("MUL_MAT_ID", desc, MATMUL, move |g, rng| {
+        let mut b = Built::default();
+        let a = weight(g, rng, wt, [k, m, n_expert, 1])?;
+        let x = input(g, rng, &mut b, xt, [k, b1, n_tokens, 1], -1.0, 1.0)?;
+        let ids = g.input("ids", DType::I32, [n_used, n_tokens, 1, 1])?;
+        b.inputs
+            .push((ids, expert_ids(rng, n_used * n_tokens, n_expert)));
+        let r = g.mul_mat_id(a, x, ids)?;
+        g.mark_output(r)?;
+        Ok(b)
+    })
+}
+
 fn mul_mat_id_cases(out: &mut Vec<Case>) {
     let weights = [DType::F32, DType::F16, DType::BF16]
         .into_iter()
@@ -122,56 +146,14 @@ fn mul_mat_id_cases(out: &mut Vec<Case>) {
         bs => vec![(wt, bs as u64)],
     });
     for (wt, k) in shapes {
-        // (m, n_expert, n_used, b.ne1, n_tokens)
-        for (m, n_expert, n_used, b1, n_tokens) in [(9u64, 4u64, 2u64, 1u64, 3u64), (5, 3, 2, 2, 1)]
-        {
-            let desc = format!(
-                "MUL_MAT_ID {wt} x f32 k={k} m={m} experts={n_expert} used={n_used} b.ne1={b1} tokens={n_tokens}"
-            );
-            out.push(case("MUL_MAT_ID", desc, MATMUL, move |g, rng| {
-                let mut b = Built::default();
-                let a = weight(g, rng, wt, [k, m, n_expert, 1])?;
-                let x = input(g, rng, &mut b, DType::F32, [k, b1, n_tokens, 1], -1.0, 1.0)?;
-                let ids = g.input("ids", DType::I32, [n_used, n_tokens, 1, 1])?;
-                b.inputs
-                    .push((ids, expert_ids(rng, n_used * n_tokens, n_expert)));
-                let r = g.mul_mat_id(a, x, ids)?;
-                g.mark_output(r)?;
-                Ok(b)
-            }));
+        for (m, n_expert, used) in [(9, 4, (2, 1, 3)), (5, 3, (2, 2, 1))] {
+            out.push(id_case((wt, DType::F32), (k, m, n_expert), used));
         }
     }
-    // A decode step of a mixture-of-experts layer: 8 of 32 experts for one token.
-    out.push(case(
-        "MUL_MAT_ID",
-        "MUL_MAT_ID q4_K x f32 k=512 m=72 experts=32 used=8 b.ne1=1 tokens=1".into(),
-        MATMUL,
-        |g, rng| {
-            let mut b = Built::default();
-            let a = weight(g, rng, DType::Q4_K, [512, 72, 32, 1])?;
-            let x = input(g, rng, &mut b, DType::F32, [512, 1, 1, 1], -1.0, 1.0)?;
-            let ids = g.input("ids", DType::I32, [8, 1, 1, 1])?;
-            b.inputs.push((ids, expert_ids(rng, 8, 32)));
-            let r = g.mul_mat_id(a, x, ids)?;
-            g.mark_output(r)?;
-            Ok(b)
-        },
-    ));
-    out.push(case(
-        "MUL_MAT_ID",
-        "MUL_MAT_ID f16 x f16 k=64 m=7 experts=3 used=2 tokens=2".into(),
-        MATMUL,
-        |g, rng| {
-            let mut b = Built::default();
-            let a = weight(g, rng, DType::F16, [64, 7, 3, 1])?;
-            let x = input(g, rng, &mut b, DType::F16, [64, 2, 2, 1], -1.0, 1.0)?;
-            let ids = g.input("ids", DType::I32, [2, 2, 1, 1])?;
-            b.inputs.push((ids, expert_ids(rng, 4, 3)));
-            let r = g.mul_mat_id(a, x, ids)?;
-            g.mark_output(r)?;
-            Ok(b)
-        },
-    ));
+    // A decode step of a mixture-of-experts layer (8 of 32 experts for one token), and f16
+    // activations (the plain kernel's f16 x f16).
+    out.push(id_case((DType::Q4_K, DType::F32), (512, 72, 32), (8, 1, 1)));
+    out.push(id_case((DType::F16, DType::F16), (64, 7, 3), (2, 2, 2)));
     out.push(case(
         "MUL_MAT_ID",
         "MUL_MAT_ID f32 x transposed f32 k=33 m=6 experts=3 used=2 tokens=1".into(),
