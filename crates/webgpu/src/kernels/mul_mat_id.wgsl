@@ -1,5 +1,6 @@
 // dst[m, e, t] = sum_k src0[k, m, x] * src1[k, e % src1.ne1, t] with x = ids[e, t]
-// (ggml_mul_mat_id), accumulated in f32. One workgroup per (weight row m, column e + n_used * t):
+// (ggml_mul_mat_id), accumulated in f32, for what `mul_mat_vec.wgsl`'s ID does not take (see
+// ops/moe.rs). One workgroup per (weight row m, column e + n_used * t):
 // its {{WG}} invocations split K and reduce in workgroup memory. src2 = ids (i32); an id outside
 // the experts writes NaN. op_u: 0 = K, 1 = M, 2 = columns (n_used * n_tokens).
 

@@ -1,6 +1,8 @@
-//! Mixture-of-experts products: mul_mat_id (`mul_mat_id.wgsl`) with the weight dtypes mul_mat
-//! decodes (f32, f16, bf16 and every block format of `quant.wgsl`) against f32 activations, or
-//! f16 x f16; f32 accumulation and result.
+//! Mixture-of-experts products: mul_mat_id with the weight dtypes mul_mat decodes (f32, f16,
+//! bf16 and every block format of `quant.wgsl`) against f32 activations, or f16 x f16; f32
+//! accumulation and result. Weights with a unit decoder and vec4-bound activations run the
+//! mat-vec kernel's ID (`matmul::mul_mat_vec_id`: a workgroup column per expert slot and
+//! token); the rest run `mul_mat_id.wgsl`, a workgroup per result element.
 
 use wgllm_core::{DType, Result};
 
