@@ -104,14 +104,21 @@ fn variant_name(key: &PipelineKey) -> String {
 }
 
 /// 2 × multiply-adds of a matrix product or attention dispatch, told by family name so that
-/// every kernel of a family (`mul_mat`, `mul_mat_vec`, `mul_mat_id`, …) counts.
+/// every kernel of a family (`mul_mat`, `mul_mat_vec`, `mul_mat_id`, …) counts. A coop
+/// product split along k counts its product once (its destination holds one slice per
+/// split), and the sum of the splits none.
 fn flops(d: &Dispatch) -> u64 {
     let ne = |i: usize| d.operands.get(i).map(|o| o.layout.ne);
     let family = family_name(&d.key.kernel);
+    let splits = match d.key.kernel {
+        Kernel::MulMatSplit => return 0,
+        Kernel::MulMatCoop { .. } => u64::from(d.op_words[7].max(1)),
+        _ => 1,
+    };
     if family.starts_with("mul_mat") {
         // One dot product of length src0.ne0 per destination element.
         return match (ne(0), d.operands.last()) {
-            (Some(a), Some(dst)) => 2 * a[0] * dst.layout.nelements(),
+            (Some(a), Some(dst)) => 2 * a[0] * dst.layout.nelements() / splits,
             _ => 0,
         };
     }

@@ -22,6 +22,7 @@ const MUL_MAT: &str = include_str!("kernels/mul_mat.wgsl");
 const MUL_MAT_VEC: &str = include_str!("kernels/mul_mat_vec.wgsl");
 const MUL_MAT_TILED: &str = include_str!("kernels/mul_mat_tiled.wgsl");
 const MUL_MAT_COOP: &str = include_str!("kernels/mul_mat_coop.wgsl");
+const MUL_MAT_SPLIT: &str = include_str!("kernels/mul_mat_split.wgsl");
 const QUANT_UNIT: &str = include_str!("kernels/quant_unit.wgsl");
 const QUANT_PART: &str = include_str!("kernels/quant_part.wgsl");
 const GLU: &str = include_str!("kernels/glu.wgsl");
@@ -101,6 +102,9 @@ pub enum Kernel {
     /// accumulation), `wg` × `bn` output tiles (a weight row per invocation), bindings as for
     /// `MulMatVec`.
     MulMatCoop { bn: u32 },
+    /// `mul_mat_split.wgsl`: the sum of a `MulMatCoop` product's splits along k (f32 slices
+    /// in src0) into dst.
+    MulMatSplit,
     /// `glu.wgsl`: `dst = EXPR(x, g)`.
     Glu { expr: &'static str },
     /// `norm.wgsl`, one workgroup per row; `mul`: times a weight row (a fused ggml_mul).
@@ -929,6 +933,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             unit_flags(src0, &mut flags);
             MUL_MAT_COOP
         }
+        Kernel::MulMatSplit => MUL_MAT_SPLIT,
     };
     let mut text = head;
     text.push_str(COMMON);

@@ -28,8 +28,13 @@
 // Values beyond f16's range (65504) become infinite in the operands: activations of that size
 // do not reach matrix products in the models this runs.
 // src1 is bound as vec4s (offset and column stride whole vec4s; the planner checks).
+// Split k: with op_u(7) = S > 1 splits (a single batch, K / 32 a multiple of S), workgroup z
+// is split s, which sums steps s K / (32 S) .. of K / (32 S) into dst's slice s (dst is then
+// f32 scratch [M, N, S]; `mul_mat_split.wgsl` adds the slices into the result). Products of
+// few tiles over long rows then keep more workgroups in flight than one per compute unit.
 // op_u: 0 = K, 1 = M, 2 = N, 3 = r2, 4 = r3, 5 = tiles along m, 6 = tiles along n when the
-// tiles go along n first, else 0. Workgroup z indexes the batch.
+// tiles go along n first, else 0; 7 = splits (0 or 1: none). Workgroup z indexes the batch
+// and the split.
 
 fn ldw(i: u32) -> u32 {
     return src0[i];
@@ -127,11 +132,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let k_len = op_u(0u);
     let m_len = op_u(1u);
     let n_len = op_u(2u);
-    let i2 = wid.z % t_ne(1u, 2u);
-    let i3 = wid.z / t_ne(1u, 2u);
+    // Split k (op_u(7) splits): workgroup z is split sp, steps s0 .., of batch bz; a split's
+    // sum goes to dst's slice i2 + sp (the planner splits single products only).
+    let splits = max(op_u(7u), 1u);
+    let sp = wid.z % splits;
+    let bz = wid.z / splits;
+    let i2 = bz % t_ne(1u, 2u);
+    let i3 = bz / t_ne(1u, 2u);
     let a2 = i2 / op_u(3u);
     let a3 = i3 / op_u(4u);
-    let steps = k_len / BK;
+    let steps = k_len / BK / splits;
+    let s0 = sp * steps;
 
     // Weight loaders: part lid % 4 of rows lid / 4 + BM / 4 j of the tile (four neighbouring
     // invocations read one unit), stored at a_s_j + 4 xp.
@@ -140,13 +151,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #unroll j 4
     let a_row_$j = t_idx(0u, vec4<u32>(0u, min(m0 + lid / 4u + (BM / 4u) * $ju, m_len - 1u), a2, a3));
     let a_s_$j = (lid / 4u + (BM / 4u) * $ju) * SK;
-    var w_$j = wpart(a_row_$j, 0u, p);
+    var w_$j = wpart(a_row_$j, s0, p);
 #endunroll
     // Activation loaders: vec4 lid % 8 (depths 4 (lid % 8) ..) of columns lid / 8 + BM / 8 j.
     let kv = lid % 8u;
 #unroll j NX
     let b_n_$j = min(n0 + lid / 8u + (BM / 8u) * $ju, n_len - 1u);
-    let b_col_$j = t_idx(1u, vec4<u32>(0u, b_n_$j, i2, i3)) / 4u + kv;
+    let b_col_$j = t_idx(1u, vec4<u32>(0u, b_n_$j, i2, i3)) / 4u + kv + 8u * s0;
     let b_s_$j = (lid / 8u + (BM / 8u) * $ju) * SK + 4u * kv;
     var x_$j = src1[b_col_$j];
 #endunroll
@@ -171,12 +182,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         // The next step into registers (the last step once more at the end): activations and
         // f16 weights (loads alone) first, decoded weights between the two product halves.
         let un = min(t + 1u, steps - 1u);
+        let wu = s0 + un;
 #unroll j NX
         x_$j = src1[b_col_$j + 8u * un];
 #endunroll
 #if U_F16
 #unroll j 4
-        w_$j = wpart(a_row_$j, un, p);
+        w_$j = wpart(a_row_$j, wu, p);
 #endunroll
 #endif
 #unroll h 2
@@ -184,7 +196,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #else
         if ($hu == 1u) {
 #unroll j 4
-            w_$j = wpart(a_row_$j, un, p);
+            w_$j = wpart(a_row_$j, wu, p);
 #endunroll
         }
 #endif
@@ -217,7 +229,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (whole && dnb % 4u == 0u && t_off(2u) % 4u == 0u) {
 #unroll i 4
 #unroll j NF
-        let o_$i_$j = t_idx(2u, vec4<u32>(m0 + wm + 16u * $iu, n0 + wn + 16u * $ju, i2, i3));
+        let o_$i_$j = t_idx(2u, vec4<u32>(m0 + wm + 16u * $iu, n0 + wn + 16u * $ju, i2 + sp, i3));
         coopStore(acc_$i_$j, &dst[o_$i_$j], dnb);
 #endunroll
 #endunroll
@@ -231,7 +243,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             let m = m0 + wm + 16u * $iu + e % 16u;
             let n = n0 + wn + 16u * $ju + e / 16u;
             if (m < m_len && n < n_len) {
-                store_dst(t_idx(2u, vec4<u32>(m, n, i2, i3)), c_sh[c0 + e]);
+                store_dst(t_idx(2u, vec4<u32>(m, n, i2 + sp, i3)), c_sh[c0 + e]);
             }
         }
         workgroupBarrier();

@@ -4,7 +4,7 @@
 //! split into windows of rows (see `windows.rs`).
 
 use wgllm_core::op::{RopeMode, RopeParams};
-use wgllm_core::{DType, Op, Result};
+use wgllm_core::{DType, Layout, Op, Result};
 
 use super::rows::QUANTS;
 use super::{windows, Ctx, Dispatch, Operand, ABSENT, SCRATCH};
@@ -879,6 +879,47 @@ const COOP_WIDE_TILES: u64 = 128;
 /// cache. A 512-token prefill has 4 or 8 column tiles.
 const COOP_N_FIRST: u64 = 8;
 
+/// Workgroups a coop product should have for the device to be full: 256 fill an H200's 132
+/// compute units twice (two 128-row workgroups share one). Products with fewer output tiles
+/// are split along k ([`coop_splits`]).
+const COOP_FILL: u64 = 256;
+/// The most splits along k, and the fewest 32-deep steps a split takes.
+const COOP_MAX_SPLITS: u64 = 4;
+const COOP_SPLIT_STEPS: u64 = 32;
+
+/// Splits along k for a coop product of `tiles` output tiles (a single batch) and `k` weights
+/// a row: doubled while the workgroups stay within [`COOP_FILL`] and each split keeps at
+/// least [`COOP_SPLIT_STEPS`] steps of 32, up to [`COOP_MAX_SPLITS`]. Each split's f32 sum
+/// goes to scratch, and `mul_mat_split.wgsl` adds them into the result. A prefill of 512
+/// tokens through a 4096-wide layer has 128 tiles of 128 × 128 (q, o, the down projection)
+/// or 64 of 128 × 64 (k and v of 1,024 rows): one workgroup per H200 compute unit or fewer,
+/// each waiting on its loads alone. Split, on an H200, the 8B's down projection (q4_0) took
+/// 372 instead of 571 µs, its k/v (q4_K) 80 instead of 176, and pp512 of the Llama 3.1 8B
+/// q4_0 and q4_K shapes went from 6,766 and 5,195 to 7,952 and 6,304 t/s, the 3.2 1B's from
+/// 29,058 to 34,470. Filling 512 workgroups, or splits of 16 steps, was no faster for the 8B
+/// and slower for the 1B (30,300-30,500).
+fn coop_splits(tiles: u64, batches: u64, k: u64) -> u64 {
+    let steps = k / 32;
+    let mut s = 1;
+    while batches == 1
+        && s < COOP_MAX_SPLITS
+        && tiles * s * 2 <= COOP_FILL
+        && steps.is_multiple_of(s * 2)
+        && steps / (s * 2) >= COOP_SPLIT_STEPS
+    {
+        s *= 2;
+    }
+    s
+}
+
+fn split_key() -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::MulMatSplit,
+        dtypes: vec![DType::F32, DType::F32],
+        wg: super::WG_ELEMENTWISE,
+    }
+}
+
 fn coop_key(a: DType, bm: u32, bn: u32) -> PipelineKey {
     PipelineKey {
         kernel: Kernel::MulMatCoop { bn },
@@ -926,13 +967,16 @@ fn coop_tile(ctx: &Ctx, dst: &Operand, [k, m, n, batches]: [u64; 4]) -> Option<(
 }
 
 /// mul_mat through `mul_mat_tiled.wgsl` (one workgroup per 64 × 64 tile of the result), or
-/// `mul_mat_coop.wgsl` (256 × 64 or 256 × 128) where [`coop_tile`] allows.
+/// `mul_mat_coop.wgsl` (128 × 64 or 128 × 128, split along k by [`coop_splits`]) where
+/// [`coop_tile`] allows.
 fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
     let (key, bm, bn) = match coop_tile(ctx, dst, [ea[0], ea[1], eb[1], eb[2] * eb[3]]) {
         Some((bm, bn)) => (coop_key(a.dtype, bm, bn), u64::from(bm), u64::from(bn)),
         None => (tiled_key(a.dtype), 64, 64),
     };
+    let coop = matches!(key.kernel, Kernel::MulMatCoop { .. });
+    let batches = eb[2] * eb[3];
     let mut out = Vec::new();
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
@@ -941,16 +985,35 @@ fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<V
         d.layout.offset += w.first_row * d.layout.nb[0];
         let (tiles_m, tiles_n) = (m.div_ceil(bm), eb[1].div_ceil(bn));
         let mut op = product_words(ctx, ea, eb, m, tiles_m)?;
-        if matches!(key.kernel, Kernel::MulMatCoop { .. }) && tiles_n <= COOP_N_FIRST {
+        if coop && tiles_n <= COOP_N_FIRST {
             op[6] = ctx.items(tiles_n)?;
         }
+        let splits = match coop {
+            true => coop_splits(tiles_m * tiles_n, batches, ea[0]),
+            false => 1,
+        };
+        // Split: the product's slices into scratch, then their sum into d.
+        let part = match splits {
+            1 => None,
+            _ => {
+                let mut part = Operand::scratch(DType::F32, m * eb[1] * splits)?;
+                part.layout = Layout::contiguous(DType::F32, [m, eb[1], splits, 1])?;
+                op[7] = ctx.items(splits)?;
+                Some(part)
+            }
+        };
         out.push(Dispatch {
             key: key.clone(),
-            operands: vec![w.operand, b.clone(), d],
+            operands: vec![w.operand, b.clone(), part.clone().unwrap_or(d.clone())],
             op_words: op,
-            items: ctx.items(m * eb[1] * eb[2] * eb[3])?,
-            groups: ctx.grid(tiles_m * tiles_n, eb[2] * eb[3])?,
+            items: ctx.items(m * eb[1] * batches)?,
+            groups: ctx.grid(tiles_m * tiles_n, batches * splits)?,
         });
+        if let Some(part) = part {
+            let mut op = [0; OP_WORDS];
+            op[..3].copy_from_slice(&[ctx.items(m)?, ctx.items(eb[1])?, ctx.items(splits)?]);
+            out.push(ctx.per_item(split_key(), vec![part, d], op, m * eb[1])?);
+        }
     }
     Ok(out)
 }
@@ -1013,6 +1076,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         keys.push(tiled_key(a));
         keys.extend([64, 128].map(|bn| coop_key(a, COOP_BM, bn)));
     }
+    keys.push(split_key());
     // Each mat-vec variant with its weights read-only too, and q4_K's int8 ones as vec4s.
     let read_only: Vec<PipelineKey> = keys
         .iter()

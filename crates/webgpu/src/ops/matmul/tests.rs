@@ -223,6 +223,49 @@ fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
     );
 }
 
+/// Coop products with few output tiles over long rows split along k into scratch, and a
+/// second dispatch adds the splits into the result.
+#[test]
+fn coop_products_with_few_tiles_split_along_k() {
+    let on = caps(true, 32, 1 << 16);
+    // (kernels, splits, workgroups of the product) of f16 [k, m] × f32 [k, n, batches].
+    let plan = |k: u64, m: u64, n: u64, batches: u64| {
+        let mut g = Graph::new();
+        let bytes = Bytes::from(vec![0u8; (k * m * 2) as usize]);
+        let w = g.weight("w", DType::F16, [k, m, 1, 1], bytes).unwrap();
+        let x = g.input("x", DType::F32, [k, n, batches, 1]).unwrap();
+        let r = g.mul_mat(w, x).unwrap();
+        let d = super::super::plan_node(&g, r, &on).unwrap();
+        // The profile counts the product's FLOPs once, on the product's dispatch.
+        let flops: Vec<u64> = d
+            .iter()
+            .map(|d| crate::profile::DispatchInfo::new(d).flops)
+            .collect();
+        assert_eq!(flops[0], 2 * k * m * n * batches);
+        assert!(flops[1..].iter().all(|&f| f == 0));
+        let kernels: Vec<Kernel> = d.iter().map(|d| d.key.kernel).collect();
+        let groups: u32 = d[0].groups.iter().product();
+        (kernels, d[0].op_words[7], groups)
+    };
+    let split = |bn| vec![Kernel::MulMatCoop { bn }, Kernel::MulMatSplit];
+    // A 512-token prefill through q and o of a 4096-wide layer (128 tiles): 2 splits; k and
+    // v's 1,024 rows (64 tiles of 128 × 64): 4; the down projection's rows of 14,336: 2.
+    assert_eq!(plan(4096, 4096, 512, 1), (split(128), 2, 256));
+    assert_eq!(plan(4096, 1024, 512, 1), (split(64), 4, 256));
+    assert_eq!(plan(14336, 4096, 512, 1), (split(128), 2, 256));
+    // Enough tiles (4096³, the gate and up projections), rows too short for 32 steps a split,
+    // or batches: no split.
+    let whole = |bn| (vec![Kernel::MulMatCoop { bn }], 0);
+    let no_split = |p: (Vec<Kernel>, u32, u32)| (p.0, p.1);
+    assert_eq!(no_split(plan(4096, 4096, 4096, 1)), whole(128));
+    assert_eq!(no_split(plan(4096, 14336, 512, 1)), whole(128));
+    assert_eq!(no_split(plan(1024, 4096, 512, 1)), whole(128));
+    assert_eq!(no_split(plan(4096, 200, 40, 2)), whole(64));
+    // Rows of 2,048 (64 steps) split in two at most, 3,072 (96 steps) in two too.
+    assert_eq!(plan(2048, 200, 40, 1).1, 2);
+    assert_eq!(plan(3072, 200, 40, 1).1, 2);
+}
+
 /// mul_mat_id takes the mat-vec's ID where mul_mat would (whole units, vec4 activations), one
 /// workgroup column per (expert slot, token); rows of 33 keep the plain kernel.
 #[test]
