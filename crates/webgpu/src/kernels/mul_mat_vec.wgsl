@@ -19,7 +19,8 @@
 // ID (ggml_mul_mat_id, one column a workgroup, NC = 1): workgroup z is column e + n_used · t
 //   of dst [M, n_used, tokens]; its weight is expert ids[e, t] of src0 (dim 2; src2 the i32
 //   ids [n_used, tokens]) and its activations column e % src1.ne1 of token t. An id outside
-//   the experts reads expert 0 and stores NaN.
+//   the experts reads expert 0 and stores NaN. With Q8X the activations' columns were rounded
+//   as one [K, ne1 · tokens] matrix: op_u(5) = ne1, op_u(6) = ne1 · tokens.
 // GLU: a second weight src2 of src0's shape and dtype; dst (binding 3) = EXPR(x, g) with x the
 //   product with src0 (the gate) and g the one with src2 (the up projection), as `glu.wgsl`.
 // QKV: three weights of one dtype and row length, src0 (op_u(1) rows), src2 (op_u(5)) and src3
@@ -314,6 +315,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let x0 = t_idx(1u, x_at) / 4u;
     let xcol = t_nb(1u, 1u) / 4u;
     let units = op_u(0u) / 32u;
+#if Q8X
+    // The rounded activations' first column for this workgroup, and their columns.
+#if ID
+    let xc0 = e_col % op_u(5u) + op_u(5u) * t_col;
+    let x_cols = op_u(6u);
+#else
+    let xc0 = 0u;
+    let x_cols = n_cols;
+#endif
+#endif
 #if JOB
     for (var j = lid; j < units / UPJ; j += WG) {
 #unroll k UPJ
@@ -321,7 +332,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #unroll c NC
         var x_$k_$c = XU(vec4<u32>(0u), vec4<u32>(0u), 0.0, 0.0);
         if ($cu < n_cols) {
-            x_$k_$c = xunit($cu, u_$k, units, n_cols);
+            x_$k_$c = xunit(xc0 + $cu, u_$k, units, x_cols);
         }
 #if NORM
         ss_$c += x_$k_$c.ss;
@@ -355,7 +366,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #unroll c NC
         var x_$c = XU(vec4<u32>(0u), vec4<u32>(0u), 0.0, 0.0);
         if ($cu < n_cols) {
-            x_$c = xunit($cu, u, units, n_cols);
+            x_$c = xunit(xc0 + $cu, u, units, x_cols);
         }
 #if NORM
         // The unit's sum of h², for the norm's scale at the end.

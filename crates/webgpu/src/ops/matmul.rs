@@ -754,7 +754,9 @@ pub(super) fn mul_mat_vec_norm(mm: &Ctx, norm: &VecNorm) -> Result<Option<Vec<Di
 /// ggml_mul_mat_id (`srcs = [experts, b, ids]`, its context) through `mul_mat_vec.wgsl`'s ID:
 /// one workgroup column per (expert slot, token), each reading only its expert's rows, decoded
 /// as mul_mat's are; `None` where that path does not apply (weights without a unit decoder,
-/// activations not bound as vec4s, more columns than a grid dimension holds).
+/// activations not bound as vec4s, more columns than a grid dimension holds). The activations
+/// are rounded to int8 first ([`q8x`]'s policy, over the bytes of the experts a step can read:
+/// one per (slot, token), at most all of them) when their columns are one dense matrix.
 pub(super) fn mul_mat_vec_id(ctx: &Ctx) -> Result<Option<Vec<Dispatch>>> {
     let (a, b, ids, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.src(2)?, ctx.out());
     let cols = dst.layout.ne[1] * dst.layout.ne[2];
@@ -769,21 +771,32 @@ pub(super) fn mul_mat_vec_id(ctx: &Ctx) -> Result<Option<Vec<Dispatch>>> {
     if !ok {
         return Ok(None);
     }
-    let (ea, m) = (a.layout.ne, a.layout.ne[1]);
-    let flags = (ctx.caps.subgroups, false);
+    let (ea, eb, m) = (a.layout.ne, b.layout.ne, a.layout.ne[1]);
+    // b's columns [K, ne1 · tokens] as one matrix, where they are evenly spaced.
+    let mut flat = b.clone();
+    flat.layout.ne = [eb[0], eb[1] * eb[2], 1, 1];
+    let dense = eb[2] == 1 || b.layout.nb[2] == eb[1] * b.layout.nb[1];
+    let read = weight_bytes(&a) / ea[2] * cols.min(ea[2]);
+    let int8 = dense && q8x(ctx, a.dtype, read, &flat);
+    let mut out = Vec::new();
+    let scratch = quant_act(ctx, int8, &flat, None, &mut out)?;
+    let flags = (ctx.caps.subgroups, int8);
     let key = vec_key(a.dtype, 1, VecEpilogue::Id, ea[0] / 32, m, flags, false);
     let rpw = vec_rpw(&key);
     let mut op = product_words(ctx, ea, [ea[0], 1, 1, 1], m, 0)?;
     op[2] = 1;
-    let operands = vec![a, b, ids, dst];
+    op[5] = ctx.items(eb[1])?;
+    op[6] = ctx.items(eb[1] * eb[2])?;
+    let operands = vec![a, scratch.unwrap_or(b), ids, dst];
     let key = bind_weights(ctx, key, &operands);
-    Ok(Some(vec![Dispatch {
+    out.push(Dispatch {
         key,
         operands,
         op_words: op,
         items: ctx.items(m * cols)?,
         groups: ctx.grid(m.div_ceil(rpw), cols)?,
-    }]))
+    });
+    Ok(Some(out))
 }
 
 /// A mat-vec's activations: f32 (with a norm in front of the product or not; rounded to int8
@@ -1052,15 +1065,9 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                     add(VecEpilogue::Qkv, norm);
                 }
                 add(VecEpilogue::None, true);
-                keys.push(vec_key(
-                    a,
-                    1,
-                    VecEpilogue::Id,
-                    units,
-                    m,
-                    (f.0, false),
-                    false,
-                ));
+                for int8 in [false, f.1] {
+                    keys.push(vec_key(a, 1, VecEpilogue::Id, units, m, (f.0, int8), false));
+                }
                 for norm in [false, true] {
                     for rope in [
                         ((false, false), DType::I64, DType::F16),

@@ -2,7 +2,8 @@
 //! bf16 and every block format of `quant.wgsl`) against f32 activations, or f16 x f16; f32
 //! accumulation and result. Weights with a unit decoder and vec4-bound activations run the
 //! mat-vec kernel's ID (`matmul::mul_mat_vec_id`: a workgroup column per expert slot and
-//! token); the rest run `mul_mat_id.wgsl`, a workgroup per result element.
+//! token, with activations rounded to int8 by mul_mat's policy over the experts read); the rest
+//! run `mul_mat_id.wgsl`, a workgroup per result element.
 
 use wgllm_core::{DType, Result};
 

@@ -268,7 +268,7 @@ pub fn case_seed(seed: u64, name: &str) -> u64 {
 pub fn int8_bound(case: &Case) -> Option<f64> {
     let glu = case.op == "FUSED_GLU"
         || case.op == "FUSED_NORM_MAT_VEC" && case.name.contains(" into Glu ");
-    match case.op == "MUL_MAT" || case.op.starts_with("FUSED") {
+    match case.op == "MUL_MAT" || case.op == "MUL_MAT_ID" || case.op.starts_with("FUSED") {
         true if glu => Some(1e-3),
         true => Some(5e-4),
         false => None,
@@ -357,6 +357,28 @@ mod tests {
         assert_eq!(nmse(&[f32::NAN], &[f32::NAN]), 0.0);
         assert_eq!(nmse(&[f32::NAN], &[1.0]), f64::INFINITY);
         assert_eq!(nmse(&[1.0], &[1.0, 2.0]), f64::INFINITY);
+    }
+
+    /// A mul_mat_id's experts count only as far as its ids can pick them.
+    #[test]
+    fn expert_bytes_count_the_picked_experts() {
+        let mut g = wgllm_core::Graph::new();
+        let (k, m) = (64u64, 16u64);
+        let expert = k * m * 4;
+        let w = g
+            .weight(
+                "w",
+                DType::F32,
+                [k, m, 8, 1],
+                vec![0u8; (expert * 8) as usize].into(),
+            )
+            .unwrap();
+        let x = g.input("x", DType::F32, [k, 1, 1, 1]).unwrap();
+        let ids = g.input("ids", DType::I32, [2, 1, 1, 1]).unwrap();
+        let r = g.mul_mat_id(w, x, ids).unwrap();
+        g.mark_output(r).unwrap();
+        // Two experts, the activations, the ids and the two result columns.
+        assert_eq!(perf::bytes(&g), 2 * expert + k * 4 + 2 * 4 + 2 * m * 4);
     }
 
     #[test]

@@ -66,7 +66,8 @@ pub fn flops(graph: &Graph) -> u64 {
         .sum()
 }
 
-/// Bytes of the graph's leaves (inputs, weights, states) and outputs.
+/// Bytes of the graph's leaves (inputs, weights, states) and outputs; of a leaf of experts that
+/// mul_mat_id multiplies, only the experts its ids can pick (one per id, at most all).
 pub fn bytes(graph: &Graph) -> u64 {
     let leaves: u64 = graph
         .nodes()
@@ -74,7 +75,20 @@ pub fn bytes(graph: &Graph) -> u64 {
         .filter(|n| n.op.is_leaf())
         .map(|n| n.span_bytes())
         .sum();
-    leaves
+    let unpicked: u64 = graph
+        .nodes()
+        .iter()
+        .filter(|n| n.op == Op::MulMatId)
+        .filter_map(|n| Some((n.src(0).ok()?, n.src(2).ok()?)))
+        .filter(|&(w, _)| graph.node(w).op.is_leaf())
+        .map(|(w, ids)| {
+            let full = graph.node(w).span_bytes();
+            let experts = graph.ne(w)[2].max(1);
+            let picked = (graph.ne(ids)[0] * graph.ne(ids)[1]).min(experts);
+            full - full / experts * picked
+        })
+        .sum();
+    leaves - unpicked
         + graph
             .outputs()
             .iter()

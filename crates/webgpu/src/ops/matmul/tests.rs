@@ -301,3 +301,41 @@ fn mul_mat_id_runs_the_mat_vec_per_expert_column() {
     ));
     assert!(matches!(plan(DType::F32, 33).0, Kernel::Family(_)));
 }
+
+/// mul_mat_id rounds its activations to int8 as mul_mat does, by the bytes of the experts a
+/// step reads: 8 of 128 experts of 768 × 2048 q4_K (Qwen3-30B-A3B's, 7 MB) for one token,
+/// not 2 of them; the ids-addressed columns then read the rounded matrix's columns.
+#[test]
+fn mul_mat_id_rounds_activations_by_the_experts_read() {
+    let plan = |used: u64, tokens: u64| {
+        let (k, m, experts) = (2048, 768, 128);
+        let mut g = Graph::new();
+        let row = DType::Q4_K.row_bytes(k).unwrap();
+        let bytes = Bytes::from(vec![0u8; (row * m * experts) as usize]);
+        let a = g
+            .weight("experts", DType::Q4_K, [k, m, experts, 1], bytes)
+            .unwrap();
+        let x = g.input("x", DType::F32, [k, 1, tokens, 1]).unwrap();
+        let ids = g.input("ids", DType::I32, [used, tokens, 1, 1]).unwrap();
+        let r = g.mul_mat_id(a, x, ids).unwrap();
+        let mut c = caps(false, 32, 32768);
+        c.int8_activations = crate::Int8Activations::Large;
+        let p = super::super::plan_node(&g, r, &c).unwrap();
+        let names: Vec<&str> = p
+            .iter()
+            .map(|d| match d.key.kernel {
+                Kernel::QuantAct { .. } => "round",
+                Kernel::MulMatVec { q8x: true, .. } => "q8x",
+                _ => "f32",
+            })
+            .collect();
+        (
+            names,
+            p.last().unwrap().op_words[5],
+            p.last().unwrap().op_words[6],
+        )
+    };
+    assert_eq!(plan(8, 1), (vec!["round", "q8x"], 1, 1));
+    assert_eq!(plan(8, 4), (vec!["round", "q8x"], 1, 4));
+    assert_eq!(plan(2, 1).0, vec!["f32"]);
+}
