@@ -48,6 +48,14 @@ pub enum SynthArch {
     Qwen3 {
         head_dim: u64,
     },
+    /// Qwen3 with every feed-forward `n_expert` experts of `n_ff_exp` (the shape's `n_ff` is
+    /// only written as `feed_forward_length`), `n_used` a token.
+    Qwen3Moe {
+        head_dim: u64,
+        n_expert: u64,
+        n_used: u64,
+        n_ff_exp: u64,
+    },
     /// QK-norm, post-attention/FFN norms, local layers attending to the last `window` positions.
     Gemma3 {
         head_dim: u64,
@@ -61,6 +69,7 @@ impl SynthArch {
             SynthArch::Llama => "llama",
             SynthArch::Qwen2 => "qwen2",
             SynthArch::Qwen3 { .. } => "qwen3",
+            SynthArch::Qwen3Moe { .. } => "qwen3moe",
             SynthArch::Gemma3 { .. } => "gemma3",
         }
     }
@@ -153,7 +162,9 @@ pub fn model_gguf(
     let a = arch.name();
     let head_dim = match arch {
         SynthArch::Llama | SynthArch::Qwen2 => s.n_embd / s.n_head,
-        SynthArch::Qwen3 { head_dim } | SynthArch::Gemma3 { head_dim, .. } => head_dim,
+        SynthArch::Qwen3 { head_dim }
+        | SynthArch::Qwen3Moe { head_dim, .. }
+        | SynthArch::Gemma3 { head_dim, .. } => head_dim,
     };
     let (q_rows, kv) = (head_dim * s.n_head, head_dim * s.n_head_kv);
     let u32_of = |v: u64| Value::U32(v as u32);
@@ -175,9 +186,20 @@ pub fn model_gguf(
             Value::F32(1e-5),
         ),
     ];
-    if let SynthArch::Qwen3 { .. } | SynthArch::Gemma3 { .. } = arch {
+    if let SynthArch::Qwen3 { .. } | SynthArch::Qwen3Moe { .. } | SynthArch::Gemma3 { .. } = arch {
         md.push((format!("{a}.attention.key_length"), u32_of(head_dim)));
         md.push((format!("{a}.attention.value_length"), u32_of(head_dim)));
+    }
+    if let SynthArch::Qwen3Moe {
+        n_expert,
+        n_used,
+        n_ff_exp,
+        ..
+    } = arch
+    {
+        md.push((format!("{a}.expert_count"), u32_of(n_expert)));
+        md.push((format!("{a}.expert_used_count"), u32_of(n_used)));
+        md.push((format!("{a}.expert_feed_forward_length"), u32_of(n_ff_exp)));
     }
     if let SynthArch::Gemma3 { window, .. } = arch {
         md.push((format!("{a}.attention.sliding_window"), Value::U32(window)));
@@ -196,7 +218,7 @@ pub fn model_gguf(
     let ones_ish = (1.0, 0.1);
     add("token_embd.weight", dtype, &[e, v], (0.0, 1.0))?;
     let gemma = matches!(arch, SynthArch::Gemma3 { .. });
-    let qk_norm = matches!(arch, SynthArch::Qwen3 { .. }) || gemma;
+    let qk_norm = matches!(arch, SynthArch::Qwen3 { .. } | SynthArch::Qwen3Moe { .. }) || gemma;
     for il in 0..s.n_layer {
         let name = |t: &str| format!("blk.{il}.{t}.weight");
         add(&name("attn_norm"), DType::F32, &[e], ones_ish)?;
@@ -217,11 +239,26 @@ pub fn model_gguf(
             add(&name("post_attention_norm"), DType::F32, &[e], ones_ish)?;
         }
         add(&name("ffn_norm"), DType::F32, &[e], ones_ish)?;
-        for t in ["ffn_gate", "ffn_up"] {
-            add(&name(t), dtype, &[e, s.n_ff], (0.0, std))?;
+        if let SynthArch::Qwen3Moe {
+            n_expert: x,
+            n_ff_exp: f,
+            ..
+        } = arch
+        {
+            // The router in f32, as converted files keep it.
+            add(&name("ffn_gate_inp"), DType::F32, &[e, x], (0.0, std))?;
+            for t in ["ffn_gate_exps", "ffn_up_exps"] {
+                add(&name(t), dtype, &[e, f, x], (0.0, std))?;
+            }
+            let down_std = 1.0 / (f as f32).sqrt();
+            add(&name("ffn_down_exps"), dtype, &[f, e, x], (0.0, down_std))?;
+        } else {
+            for t in ["ffn_gate", "ffn_up"] {
+                add(&name(t), dtype, &[e, s.n_ff], (0.0, std))?;
+            }
+            let down_std = 1.0 / (s.n_ff as f32).sqrt();
+            add(&name("ffn_down"), dtype, &[s.n_ff, e], (0.0, down_std))?;
         }
-        let down_std = 1.0 / (s.n_ff as f32).sqrt();
-        add(&name("ffn_down"), dtype, &[s.n_ff, e], (0.0, down_std))?;
         if gemma {
             add(&name("post_ffw_norm"), DType::F32, &[e], ones_ish)?;
         }

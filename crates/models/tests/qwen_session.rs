@@ -1,6 +1,7 @@
-//! Synthetic Qwen2 (Q/K/V biases) and Qwen3 (QK-norm, head_dim from `key_length`) models run
-//! through `Session` on the CPU backend: chunked prefill equals token-by-token decoding; bad
-//! metadata and unknown architectures are typed errors.
+//! Synthetic Qwen2 (Q/K/V biases), Qwen3 (QK-norm, head_dim from `key_length`) and Qwen3-MoE
+//! (mixture-of-experts feed-forwards) models run through `Session` on the CPU backend: chunked
+//! prefill equals token-by-token decoding; a MoE of identical experts equals the dense model;
+//! bad metadata and unknown architectures are typed errors.
 
 use bytes::Bytes;
 use wgllm_core::DType;
@@ -130,7 +131,167 @@ fn unknown_architecture_lists_the_supported_ones() {
     let e = Architecture::from_gguf(&f).unwrap_err();
     let msg = e.to_string();
     assert!(matches!(e, ModelError::UnknownArchitecture { .. }), "{msg}");
-    for name in ["mamba9", "llama", "qwen2", "qwen3", "gemma3"] {
+    for name in ["mamba9", "llama", "qwen2", "qwen3", "qwen3moe", "gemma3"] {
         assert!(msg.contains(name), "{msg}");
     }
+}
+
+/// A Qwen3-MoE shape: 8 experts of 64, 2 a token.
+fn moe_arch() -> SynthArch {
+    SynthArch::Qwen3Moe {
+        head_dim: 32,
+        n_expert: 8,
+        n_used: 2,
+        n_ff_exp: 64,
+    }
+}
+
+#[test]
+fn qwen3moe_chunked_prefill_equals_token_by_token() {
+    let f = file(moe_arch(), &shape(2, false));
+    let arch = Architecture::from_gguf(&f).unwrap();
+    let Architecture::Qwen3Moe(c) = &arch else {
+        panic!("{arch:?}");
+    };
+    assert_eq!(
+        (c.moe.n_expert, c.moe.n_expert_used, c.moe.n_ff_exp),
+        (8, 2, 64)
+    );
+    assert!(c.moe.norm_weights);
+    chunked_equals_token_by_token(&f);
+}
+
+/// The experts' outputs are what the logits depend on: zeroing one expert's down projection
+/// changes them (that expert is picked for some prompt token), and zeroing the router makes
+/// every expert equally probable (ties to the lower ids: experts 0 and 1 for every token).
+#[test]
+fn qwen3moe_experts_and_router_are_used() {
+    let s = shape(2, false);
+    let bytes = model_gguf(moe_arch(), &s, DType::F32, 3).unwrap();
+    let f = GgufFile::from_bytes(Bytes::from(bytes)).unwrap();
+    let edit = |pred: &dyn Fn(&str) -> bool, range: std::ops::Range<usize>| {
+        let mut w = GgufWriter::new();
+        for (k, v) in f.metadata() {
+            w.add_metadata(k.clone(), v.clone()).unwrap();
+        }
+        for t in f.tensors() {
+            let mut data = f.tensor_data(t).unwrap().to_vec();
+            if pred(t.name()) {
+                let r = range.start.min(data.len())..range.end.min(data.len());
+                data[r].fill(0);
+            }
+            w.add_tensor(t.name(), t.dtype(), t.shape(), data).unwrap();
+        }
+        GgufFile::from_bytes(Bytes::from(w.to_vec())).unwrap()
+    };
+    let cfg = SessionConfig {
+        n_ctx: 16,
+        ubatch: 8,
+        kv_dtype: DType::F32,
+        all_logits: false,
+    };
+    let logits = |f: &GgufFile| {
+        Session::new(&CpuBackend, f, cfg)
+            .unwrap()
+            .eval(&PROMPT)
+            .unwrap()
+    };
+    let base = logits(&f);
+    // Expert e's down projection is bytes e·64·64·4 .. of ffn_down_exps (f32 [64, 64, 8]).
+    let expert_bytes = 64 * 64 * 4;
+    let mut changed = 0;
+    for e in 0..8 {
+        let zeroed = edit(
+            &|n| n.ends_with("ffn_down_exps.weight"),
+            e * expert_bytes..(e + 1) * expert_bytes,
+        );
+        if max_abs_diff(&base[0], &logits(&zeroed)[0]) > 1e-4 {
+            changed += 1;
+        }
+    }
+    assert!(changed >= 2, "only {changed} experts change the logits");
+    // A zero router: uniform probabilities, experts 0 and 1 for every token, each weighted 1/2.
+    let flat = edit(&|n| n.ends_with("ffn_gate_inp.weight"), 0..usize::MAX);
+    let d = max_abs_diff(&base[0], &logits(&flat)[0]);
+    assert!(d > 1e-3, "the router makes no difference ({d})");
+}
+
+/// A Qwen3-MoE whose experts are all copies of a dense Qwen3's feed-forward gives the dense
+/// model's logits, whatever the router says: the picked experts' weights sum to 1 after the
+/// renormalization, and each expert computes the dense FFN. Two of three experts a token, so
+/// the sum over experts and the weights are exercised, with a random router.
+#[test]
+fn qwen3moe_of_identical_experts_equals_the_dense_model() {
+    let s = shape(2, false);
+    let dense = GgufFile::from_bytes(Bytes::from(
+        model_gguf(SynthArch::Qwen3 { head_dim: 32 }, &s, DType::F32, 3).unwrap(),
+    ))
+    .unwrap();
+    let (n_expert, n_used) = (3u64, 2u64);
+    let mut w = GgufWriter::new();
+    for (k, v) in dense.metadata() {
+        let k = match k.strip_prefix("qwen3.") {
+            Some(rest) => format!("qwen3moe.{rest}"),
+            None => k.clone(),
+        };
+        let v = match k.as_str() {
+            "general.architecture" => Value::String("qwen3moe".into()),
+            _ => v.clone(),
+        };
+        w.add_metadata(k, v).unwrap();
+    }
+    w.add_metadata("qwen3moe.expert_count", Value::U32(n_expert as u32))
+        .unwrap();
+    w.add_metadata("qwen3moe.expert_used_count", Value::U32(n_used as u32))
+        .unwrap();
+    w.add_metadata(
+        "qwen3moe.expert_feed_forward_length",
+        Value::U32(s.n_ff as u32),
+    )
+    .unwrap();
+    for t in dense.tensors() {
+        let data = dense.tensor_data(t).unwrap().to_vec();
+        let Some(base) = ["ffn_gate", "ffn_up", "ffn_down"]
+            .into_iter()
+            .find(|b| t.name().ends_with(&format!(".{b}.weight")))
+        else {
+            w.add_tensor(t.name(), t.dtype(), t.shape(), data).unwrap();
+            continue;
+        };
+        let blk = t.name().split('.').take(2).collect::<Vec<_>>().join(".");
+        let mut shape = t.shape().to_vec();
+        shape.push(n_expert);
+        let name = format!("{blk}.{base}_exps.weight");
+        w.add_tensor(&name, t.dtype(), &shape, data.repeat(n_expert as usize))
+            .unwrap();
+        if base == "ffn_gate" {
+            // A router of distinct values per expert and token.
+            let router: Vec<u8> = (0..s.n_embd * n_expert)
+                .flat_map(|i| (((i * 37 % 101) as f32 - 50.0) / 200.0).to_le_bytes())
+                .collect();
+            let name = format!("{blk}.ffn_gate_inp.weight");
+            w.add_tensor(&name, DType::F32, &[s.n_embd, n_expert], router)
+                .unwrap();
+        }
+    }
+    let moe = GgufFile::from_bytes(Bytes::from(w.to_vec())).unwrap();
+    assert!(matches!(
+        Architecture::from_gguf(&moe).unwrap(),
+        Architecture::Qwen3Moe(_)
+    ));
+    let cfg = SessionConfig {
+        n_ctx: 16,
+        ubatch: 8,
+        kv_dtype: DType::F32,
+        all_logits: false,
+    };
+    let run = |f: &GgufFile| {
+        Session::new(&CpuBackend, f, cfg)
+            .unwrap()
+            .eval(&PROMPT)
+            .unwrap()
+    };
+    let (want, got) = (run(&dense), run(&moe));
+    let d = max_abs_diff(&want[0], &got[0]);
+    assert!(d < 1e-4, "MoE of copies vs dense: {d}");
 }

@@ -1,7 +1,8 @@
 //! A tiny synthetic llama run through `Session` on the WebGPU backend against the same session on
 //! the CPU: an 11-token prompt in chunks of at most 8 (8 + 2 + 1), then 5 single-token decode
 //! steps, with an f16 KV cache, for Q8_0 and Q4_1 weights, and with a q8_0 KV cache (rows
-//! quantized on the device by set_rows).
+//! quantized on the device by set_rows); and a tiny Qwen3-MoE (8 experts, 2 a token: router
+//! top-k, mul_mat_id, the weighted sum of experts) the same way.
 //!
 //! Tolerance: both backends decode the same weight blocks and KV bytes to the same f32 values; the
 //! logits differ by summation order (matmul, attention) and by WGSL's transcendental functions,
@@ -12,7 +13,7 @@ use bytes::Bytes;
 use wgllm_core::DType;
 use wgllm_cpu::CpuBackend;
 use wgllm_gguf::GgufFile;
-use wgllm_models::synth::{llama_gguf, LlamaShape};
+use wgllm_models::synth::{llama_gguf, model_gguf, LlamaShape, SynthArch};
 use wgllm_models::{Session, SessionConfig};
 use wgllm_webgpu::testing::nmse;
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
@@ -43,17 +44,20 @@ fn argmax(v: &[f32]) -> u32 {
 }
 
 fn compare(weights: DType, kv_dtype: DType) {
-    let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
     let n_embd = if kv_dtype.is_quantized() { 128 } else { 64 };
-    let f = tiny(weights, n_embd);
+    compare_file(&tiny(weights, n_embd), weights, kv_dtype);
+}
+
+fn compare_file(f: &GgufFile, weights: DType, kv_dtype: DType) {
+    let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
     let cfg = SessionConfig {
         n_ctx: 32,
         ubatch: 8,
         kv_dtype,
         all_logits: false,
     };
-    let mut cpu = Session::new(&CpuBackend, &f, cfg).unwrap_or_else(|e| panic!("{e}"));
-    let mut wg = Session::new(&gpu, &f, cfg).unwrap_or_else(|e| panic!("{e}"));
+    let mut cpu = Session::new(&CpuBackend, f, cfg).unwrap_or_else(|e| panic!("{e}"));
+    let mut wg = Session::new(&gpu, f, cfg).unwrap_or_else(|e| panic!("{e}"));
     let mut want = cpu.eval(&PROMPT).unwrap_or_else(|e| panic!("{e}"));
     let mut got = wg.eval(&PROMPT).unwrap_or_else(|e| panic!("{e}"));
     for step in 0..=5 {
@@ -88,4 +92,21 @@ fn q4_1_llama_session_matches_cpu() {
 #[test]
 fn q8_0_kv_cache_session_matches_cpu() {
     compare(DType::Q8_0, DType::Q8_0);
+}
+
+#[test]
+fn q8_0_qwen3moe_session_matches_cpu() {
+    let arch = SynthArch::Qwen3Moe {
+        head_dim: 32,
+        n_expert: 8,
+        n_used: 2,
+        n_ff_exp: 64,
+    };
+    let shape = LlamaShape {
+        n_vocab: 96,
+        ..LlamaShape::TINY
+    };
+    let bytes = model_gguf(arch, &shape, DType::Q8_0, 7).unwrap_or_else(|e| panic!("{e}"));
+    let f = GgufFile::from_bytes(Bytes::from(bytes)).unwrap_or_else(|e| panic!("{e}"));
+    compare_file(&f, DType::Q8_0, DType::F16);
 }

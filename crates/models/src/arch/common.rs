@@ -1,13 +1,14 @@
 //! What the decoder architectures share: hyperparameters from `<arch>.*` metadata, the step
 //! inputs, and a [`Builder`] with the blocks llama.cpp's model files are made of (`build_norm`,
-//! `build_attn` with the KV cache write, `build_ffn`, the output head), plus the plain pre-norm
-//! decoder that llama, qwen2 and qwen3 differ from only in flags.
+//! `build_attn` with the KV cache write, `build_ffn`, `build_moe_ffn`, the output head), plus
+//! the plain pre-norm decoder that llama, qwen2 and qwen3 differ from only in flags (and
+//! qwen3moe in its mixture-of-experts feed-forward).
 //!
 //! Adding an architecture: read its extra metadata next to an [`Hparams`], then either describe it
 //! as a [`Flavor`] of [`build_prenorm_decoder`] or write its layer loop with the `Builder` blocks
 //! (as `gemma3.rs` does).
 
-use wgllm_core::op::{GluOp, RopeMode, RopeParams};
+use wgllm_core::op::{BinaryOp, GluOp, RopeMode, RopeParams};
 use wgllm_core::{DType, Graph, TensorId};
 use wgllm_gguf::GgufFile;
 
@@ -140,6 +141,43 @@ impl Hparams {
             freq_scale,
             ..RopeParams::new(mode, self.n_rot)
         }
+    }
+}
+
+/// A mixture-of-experts feed-forward: per token, `n_expert_used` of `n_expert` SwiGLU experts
+/// (`ffn_{gate,up,down}_exps`, `n_ff_exp` wide), picked by the softmax of a router
+/// (`ffn_gate_inp`), their outputs summed with the router's probabilities as weights, which with
+/// `norm_weights` are first divided by their sum (llama.cpp's `build_moe_ffn` with softmax
+/// gating).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MoeParams {
+    pub n_expert: u64,
+    pub n_expert_used: u64,
+    pub n_ff_exp: u64,
+    pub norm_weights: bool,
+}
+
+impl MoeParams {
+    /// Reads `<arch>.expert_count`, `expert_used_count` and `expert_feed_forward_length`.
+    pub fn from_gguf(f: &GgufFile, norm_weights: bool) -> Result<MoeParams, ModelError> {
+        let arch = f.architecture()?.to_string();
+        let get = |k: &str| f.get_u64(&format!("{arch}.{k}"));
+        let m = MoeParams {
+            n_expert: get("expert_count")?,
+            n_expert_used: get("expert_used_count")?,
+            n_ff_exp: get("expert_feed_forward_length")?,
+            norm_weights,
+        };
+        // The router's top-k runs on the device, which picks at most GPU_TOP_K a row.
+        let most = m.n_expert.min(GPU_TOP_K as u64);
+        if m.n_expert_used == 0 || m.n_expert_used > most {
+            return Err(ModelError::BadMetadata {
+                key: format!("{arch}.expert_used_count"),
+                value: m.n_expert_used.to_string(),
+                why: format!("must be in 1..={most} (expert_count {})", m.n_expert),
+            });
+        }
+        Ok(m)
     }
 }
 
@@ -327,6 +365,51 @@ impl<'a> Builder<'a> {
         self.linear(il, "ffn_down", x, self.hp.n_embd, false)
     }
 
+    /// The mixture-of-experts feed-forward of layer `il` over the normed input `h`
+    /// `[n_embd, n]` (see [`MoeParams`]).
+    pub fn moe_ffn(&mut self, il: u32, h: TensorId, m: &MoeParams) -> Result<TensorId, ModelError> {
+        let (e, n) = (self.hp.n_embd, self.g.ne(h)[1]);
+        let (ne, nu, nf) = (m.n_expert, m.n_expert_used, m.n_ff_exp);
+        let router = self.weight(&blk(il, "ffn_gate_inp"), &[e, ne])?;
+        let logits = self.g.mul_mat(router, h)?;
+        let probs = self.g.soft_max(logits, None, None, 1.0, 0.0)?;
+        // [nu, n] expert ids, most probable first, ties to the lower id.
+        let picked = self.g.top_k(probs, nu as u32)?;
+        let probs = self.g.reshape(probs, [1, ne, n, 1])?;
+        let mut weights = self.g.get_rows(probs, picked)?;
+        if m.norm_weights {
+            let w = self.g.reshape(weights, [nu, n, 1, 1])?;
+            let sum = self.g.sum_rows(w)?;
+            let w = self.g.binary(w, sum, BinaryOp::Div)?;
+            weights = self.g.reshape(w, [1, nu, n, 1])?;
+        }
+        let x = self.g.reshape(h, [e, 1, n, 1])?;
+        let gate_w = self.weight(&blk(il, "ffn_gate_exps"), &[e, nf, ne])?;
+        let up_w = self.weight(&blk(il, "ffn_up_exps"), &[e, nf, ne])?;
+        let down_w = self.weight(&blk(il, "ffn_down_exps"), &[nf, e, ne])?;
+        let gate = self.g.mul_mat_id(gate_w, x, picked)?;
+        let up = self.g.mul_mat_id(up_w, x, picked)?;
+        let act = self.g.glu_split(gate, up, GluOp::Swiglu)?;
+        let experts = self.g.mul_mat_id(down_w, act, picked)?;
+        // [e, nu, n] weighted, then summed over the nu experts of each token.
+        let experts = self.g.mul(experts, weights)?;
+        let nb = self.g.node(experts).layout.nb;
+        let slot = |g: &mut Graph, i: u64| {
+            g.view(
+                experts,
+                [e, n, 1, 1],
+                [nb[0], nb[2], nb[3], nb[3]],
+                i * nb[1],
+            )
+        };
+        let mut out = slot(&mut self.g, 0)?;
+        for i in 1..nu {
+            let v = slot(&mut self.g, i)?;
+            out = self.g.add(out, v)?;
+        }
+        Ok(out)
+    }
+
     /// Final norm and output matrix over the `out_rows` tokens of `x` only (the output matrix
     /// is large); `tok_embd` is the output matrix when the model ties them. Then the output
     /// head: each row's argmax and top-k ids with their logits, so a session reads back a few
@@ -396,6 +479,18 @@ pub(crate) fn build_prenorm_decoder(
     s: StepShape,
     fl: Flavor,
 ) -> Result<StepGraph, ModelError> {
+    build_decoder(hp, f, s, fl, None)
+}
+
+/// [`build_prenorm_decoder`], with a mixture-of-experts feed-forward in every layer when `moe`
+/// is given.
+pub(crate) fn build_decoder(
+    hp: &Hparams,
+    f: &GgufFile,
+    s: StepShape,
+    fl: Flavor,
+    moe: Option<&MoeParams>,
+) -> Result<StepGraph, ModelError> {
     let mut b = Builder::new(f, hp, s, None)?;
     let spec = AttnSpec {
         rope: hp.rope(fl.rope_mode, hp.rope_base, hp.rope_freq_scale),
@@ -410,7 +505,10 @@ pub(crate) fn build_prenorm_decoder(
         let a = b.attention(il, h, &spec, mask)?;
         x = b.g.add(a, x)?;
         let h = b.norm(x, &blk(il, "ffn_norm"))?;
-        let m = b.ffn(il, h, GluOp::Swiglu)?;
+        let m = match moe {
+            Some(p) => b.moe_ffn(il, h, p)?,
+            None => b.ffn(il, h, GluOp::Swiglu)?,
+        };
         x = b.g.add(m, x)?;
     }
     b.finish(x, tok_embd)

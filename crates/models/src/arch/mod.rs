@@ -6,8 +6,9 @@ pub mod gemma3;
 pub mod llama;
 pub mod qwen2;
 pub mod qwen3;
+pub mod qwen3moe;
 
-pub use common::Hparams;
+pub use common::{Hparams, MoeParams};
 
 use wgllm_core::{DType, Graph, TensorId};
 use wgllm_gguf::GgufFile;
@@ -78,11 +79,12 @@ pub enum Architecture {
     Llama(Hparams),
     Qwen2(Hparams),
     Qwen3(Hparams),
+    Qwen3Moe(qwen3moe::Qwen3MoeConfig),
     Gemma3(gemma3::Gemma3Config),
 }
 
 /// Names accepted in `general.architecture`.
-pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "gemma3"];
+pub const SUPPORTED: &[&str] = &["llama", "qwen2", "qwen3", "qwen3moe", "gemma3"];
 
 impl Architecture {
     /// Reads the architecture and its hyperparameters from `file`.
@@ -92,6 +94,9 @@ impl Architecture {
             "llama" => Ok(Architecture::Llama(Hparams::from_gguf(file)?)),
             "qwen2" => Ok(Architecture::Qwen2(Hparams::from_gguf(file)?)),
             "qwen3" => Ok(Architecture::Qwen3(Hparams::from_gguf(file)?)),
+            "qwen3moe" => Ok(Architecture::Qwen3Moe(qwen3moe::Qwen3MoeConfig::from_gguf(
+                file,
+            )?)),
             "gemma3" => Ok(Architecture::Gemma3(gemma3::Gemma3Config::from_gguf(file)?)),
             other => Err(ModelError::UnknownArchitecture {
                 name: other.to_string(),
@@ -106,6 +111,7 @@ impl Architecture {
             Architecture::Llama(c) => llama::build_step(c, file, shape),
             Architecture::Qwen2(c) => qwen2::build_step(c, file, shape),
             Architecture::Qwen3(c) => qwen3::build_step(c, file, shape),
+            Architecture::Qwen3Moe(c) => qwen3moe::build_step(c, file, shape),
             Architecture::Gemma3(c) => gemma3::build_step(c, file, shape),
         }
     }
@@ -114,6 +120,7 @@ impl Architecture {
     pub fn hparams(&self) -> &Hparams {
         match self {
             Architecture::Llama(c) | Architecture::Qwen2(c) | Architecture::Qwen3(c) => c,
+            Architecture::Qwen3Moe(c) => &c.hp,
             Architecture::Gemma3(c) => &c.hp,
         }
     }

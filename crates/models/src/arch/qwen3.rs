@@ -11,7 +11,7 @@ use super::{StepGraph, StepShape};
 use crate::error::ModelError;
 
 /// The Qwen3 layer: QK-norm, NEOX RoPE, no biases.
-const FLAVOR: Flavor = Flavor {
+pub(super) const FLAVOR: Flavor = Flavor {
     rope_mode: RopeMode::Neox,
     qkv_bias: false,
     qk_norm: true,

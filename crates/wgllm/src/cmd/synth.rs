@@ -24,6 +24,9 @@ pub enum Preset {
     Qwen3_0_6b,
     #[value(name = "qwen3-8b")]
     Qwen3_8b,
+    /// Qwen3-30B-A3B: 48 layers of 128 experts (768 wide), 8 a token.
+    #[value(name = "qwen3-30b-a3b")]
+    Qwen3_30bA3b,
     #[value(name = "gemma3-270m")]
     Gemma3_270m,
 }
@@ -65,6 +68,15 @@ impl Preset {
             Preset::Qwen3_8b => (
                 SynthArch::Qwen3 { head_dim: 128 },
                 s(151_936, 4096, 36, 12_288, 32, 8, 1e6, false),
+            ),
+            Preset::Qwen3_30bA3b => (
+                SynthArch::Qwen3Moe {
+                    head_dim: 128,
+                    n_expert: 128,
+                    n_used: 8,
+                    n_ff_exp: 768,
+                },
+                s(151_936, 2048, 48, 6144, 32, 4, 1e6, false),
             ),
             Preset::Gemma3_270m => (
                 SynthArch::Gemma3 {
