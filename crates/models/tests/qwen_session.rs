@@ -34,6 +34,32 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 
 const PROMPT: [u32; 11] = [1, 5, 9, 3, 77, 12, 40, 2, 95, 0, 33];
 
+/// `f` with every tensor's bytes passed through `edit(name, bytes)`.
+fn edited(f: &GgufFile, edit: impl Fn(&str, &mut Vec<u8>)) -> GgufFile {
+    let mut w = GgufWriter::new();
+    for (k, v) in f.metadata() {
+        w.add_metadata(k.clone(), v.clone()).unwrap();
+    }
+    for t in f.tensors() {
+        let mut data = f.tensor_data(t).unwrap().to_vec();
+        edit(t.name(), &mut data);
+        w.add_tensor(t.name(), t.dtype(), t.shape(), data).unwrap();
+    }
+    GgufFile::from_bytes(Bytes::from(w.to_vec())).unwrap()
+}
+
+/// The last logits of `prompt` on the CPU, in chunks of `ubatch`.
+fn logits(f: &GgufFile, prompt: &[u32], ubatch: usize) -> Vec<f32> {
+    let cfg = SessionConfig {
+        n_ctx: 16,
+        ubatch,
+        kv_dtype: DType::F32,
+        all_logits: false,
+    };
+    let mut s = Session::new(&CpuBackend, f, cfg).unwrap();
+    s.eval(prompt).unwrap().remove(0)
+}
+
 /// Evaluates `PROMPT` in chunks of up to 8 and one token at a time; the last logits must agree.
 fn chunked_equals_token_by_token(f: &GgufFile) {
     let cfg = SessionConfig {
@@ -82,31 +108,15 @@ fn qwen2_biases_are_applied() {
     let s = shape(2, true);
     let bytes = model_gguf(SynthArch::Qwen2, &s, DType::F32, 3).unwrap();
     let f = GgufFile::from_bytes(Bytes::from(bytes)).unwrap();
-    let mut w = GgufWriter::new();
-    for (k, v) in f.metadata() {
-        w.add_metadata(k.clone(), v.clone()).unwrap();
-    }
-    for t in f.tensors() {
-        let mut data = f.tensor_data(t).unwrap().to_vec();
-        if t.name().ends_with(".bias") {
+    let zeroed = edited(&f, |name, data| {
+        if name.ends_with(".bias") {
             data.fill(0);
         }
-        w.add_tensor(t.name(), t.dtype(), t.shape(), data).unwrap();
-    }
-    let zeroed = GgufFile::from_bytes(Bytes::from(w.to_vec())).unwrap();
-    let cfg = SessionConfig {
-        n_ctx: 16,
-        ubatch: 4,
-        kv_dtype: DType::F32,
-        all_logits: false,
-    };
-    let a = Session::new(&CpuBackend, &f, cfg)
-        .unwrap()
-        .eval(&PROMPT[..5]);
-    let b = Session::new(&CpuBackend, &zeroed, cfg)
-        .unwrap()
-        .eval(&PROMPT[..5]);
-    let d = max_abs_diff(&a.unwrap()[0], &b.unwrap()[0]);
+    });
+    let d = max_abs_diff(
+        &logits(&f, &PROMPT[..5], 4),
+        &logits(&zeroed, &PROMPT[..5], 4),
+    );
     assert!(d > 1e-3, "biases make no difference ({d})");
 }
 
@@ -169,50 +179,28 @@ fn qwen3moe_experts_and_router_are_used() {
     let s = shape(2, false);
     let bytes = model_gguf(moe_arch(), &s, DType::F32, 3).unwrap();
     let f = GgufFile::from_bytes(Bytes::from(bytes)).unwrap();
-    let edit = |pred: &dyn Fn(&str) -> bool, range: std::ops::Range<usize>| {
-        let mut w = GgufWriter::new();
-        for (k, v) in f.metadata() {
-            w.add_metadata(k.clone(), v.clone()).unwrap();
-        }
-        for t in f.tensors() {
-            let mut data = f.tensor_data(t).unwrap().to_vec();
-            if pred(t.name()) {
-                let r = range.start.min(data.len())..range.end.min(data.len());
-                data[r].fill(0);
-            }
-            w.add_tensor(t.name(), t.dtype(), t.shape(), data).unwrap();
-        }
-        GgufFile::from_bytes(Bytes::from(w.to_vec())).unwrap()
-    };
-    let cfg = SessionConfig {
-        n_ctx: 16,
-        ubatch: 8,
-        kv_dtype: DType::F32,
-        all_logits: false,
-    };
-    let logits = |f: &GgufFile| {
-        Session::new(&CpuBackend, f, cfg)
-            .unwrap()
-            .eval(&PROMPT)
-            .unwrap()
-    };
-    let base = logits(&f);
+    let base = logits(&f, &PROMPT, 8);
     // Expert e's down projection is bytes e·64·64·4 .. of ffn_down_exps (f32 [64, 64, 8]).
     let expert_bytes = 64 * 64 * 4;
     let mut changed = 0;
     for e in 0..8 {
-        let zeroed = edit(
-            &|n| n.ends_with("ffn_down_exps.weight"),
-            e * expert_bytes..(e + 1) * expert_bytes,
-        );
-        if max_abs_diff(&base[0], &logits(&zeroed)[0]) > 1e-4 {
+        let zeroed = edited(&f, |name, data| {
+            if name.ends_with("ffn_down_exps.weight") {
+                data[e * expert_bytes..(e + 1) * expert_bytes].fill(0);
+            }
+        });
+        if max_abs_diff(&base, &logits(&zeroed, &PROMPT, 8)) > 1e-4 {
             changed += 1;
         }
     }
     assert!(changed >= 2, "only {changed} experts change the logits");
     // A zero router: uniform probabilities, experts 0 and 1 for every token, each weighted 1/2.
-    let flat = edit(&|n| n.ends_with("ffn_gate_inp.weight"), 0..usize::MAX);
-    let d = max_abs_diff(&base[0], &logits(&flat)[0]);
+    let flat = edited(&f, |name, data| {
+        if name.ends_with("ffn_gate_inp.weight") {
+            data.fill(0);
+        }
+    });
+    let d = max_abs_diff(&base, &logits(&flat, &PROMPT, 8));
     assert!(d > 1e-3, "the router makes no difference ({d})");
 }
 
@@ -279,19 +267,7 @@ fn qwen3moe_of_identical_experts_equals_the_dense_model() {
         Architecture::from_gguf(&moe).unwrap(),
         Architecture::Qwen3Moe(_)
     ));
-    let cfg = SessionConfig {
-        n_ctx: 16,
-        ubatch: 8,
-        kv_dtype: DType::F32,
-        all_logits: false,
-    };
-    let run = |f: &GgufFile| {
-        Session::new(&CpuBackend, f, cfg)
-            .unwrap()
-            .eval(&PROMPT)
-            .unwrap()
-    };
-    let (want, got) = (run(&dense), run(&moe));
-    let d = max_abs_diff(&want[0], &got[0]);
+    let (want, got) = (logits(&dense, &PROMPT, 8), logits(&moe, &PROMPT, 8));
+    let d = max_abs_diff(&want, &got);
     assert!(d < 1e-4, "MoE of copies vs dense: {d}");
 }

@@ -86,7 +86,7 @@ fn unknown_architecture_and_corrupt_files_are_one_error_line() {
     let odd = s.path("odd.gguf");
     std::fs::write(&odd, &bytes).unwrap();
     let o = wgllm(&["run", "-m", &odd, "-p", "hi", "--backend", "cpu"], &[]);
-    assert_one_error_line(&o, "supported: llama, qwen2, qwen3, gemma3");
+    assert_one_error_line(&o, "supported: llama, qwen2, qwen3, qwen3moe, gemma3");
 
     let cut = s.path("cut.gguf");
     std::fs::write(&cut, &std::fs::read(&m).unwrap()[..4000]).unwrap();
