@@ -125,6 +125,14 @@ impl Architecture {
         }
     }
 
+    /// The mixture-of-experts feed-forward of every layer, for the architectures that have one.
+    pub fn moe(&self) -> Option<&MoeParams> {
+        match self {
+            Architecture::Qwen3Moe(c) => Some(&c.moe),
+            _ => None,
+        }
+    }
+
     /// Vocabulary size (rows of logits).
     pub fn n_vocab(&self) -> usize {
         self.hparams().n_vocab as usize

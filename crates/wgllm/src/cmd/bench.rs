@@ -151,9 +151,14 @@ impl ModelInfo {
         for t in file.tensors() {
             size += t.size();
             params += t.nelements();
-            // The embedding table is read one row per token unless it is also the output matrix.
-            if t.name() != "token_embd.weight" || hp.tied_output {
-                read += t.size();
+            // The embedding table is read one row per token unless it is also the output matrix;
+            // of a mixture of experts' tensors, the experts a token uses.
+            match arch.moe() {
+                Some(m) if t.name().ends_with("_exps.weight") => {
+                    read += t.size() / m.n_expert * m.n_expert_used;
+                }
+                _ if t.name() != "token_embd.weight" || hp.tied_output => read += t.size(),
+                _ => {}
             }
         }
         let row = kv
@@ -909,4 +914,43 @@ fn write_csv(r: &Report, out: &mut impl Write) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wgllm_models::synth::{model_gguf, LlamaShape, SynthArch};
+
+    /// A decode step reads the weights but the embedding table, and of a mixture of experts'
+    /// tensors only the experts a token uses (2 of 8 here).
+    #[test]
+    fn bytes_per_token_count_the_experts_a_token_uses() {
+        let info = |arch| {
+            let bytes = model_gguf(arch, &LlamaShape::TINY, DType::F32, 1).unwrap();
+            let file = GgufFile::from_bytes(bytes.into()).unwrap();
+            let arch = Architecture::from_gguf(&file).unwrap();
+            let m = ModelInfo::new("m".into(), &file, &arch, DType::F16).unwrap();
+            (file, m)
+        };
+        let (file, m) = info(SynthArch::Qwen3Moe {
+            head_dim: 32,
+            n_expert: 8,
+            n_used: 2,
+            n_ff_exp: 64,
+        });
+        let size = |pred: &dyn Fn(&str) -> bool| -> u64 {
+            file.tensors()
+                .iter()
+                .filter(|t| pred(t.name()))
+                .map(|t| t.size())
+                .sum()
+        };
+        let experts = size(&|n| n.ends_with("_exps.weight"));
+        let rest = size(&|n| !n.ends_with("_exps.weight") && n != "token_embd.weight");
+        assert!(experts > 0);
+        assert_eq!(m.weight_bytes_per_token, rest + experts / 4);
+        let (file, m) = info(SynthArch::Llama);
+        let embd = file.tensor("token_embd.weight").unwrap().size();
+        assert_eq!(m.weight_bytes_per_token, m.size - embd);
+    }
 }
