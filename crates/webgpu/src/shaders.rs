@@ -23,6 +23,7 @@ const MUL_MAT_VEC: &str = include_str!("kernels/mul_mat_vec.wgsl");
 const MUL_MAT_TILED: &str = include_str!("kernels/mul_mat_tiled.wgsl");
 const MUL_MAT_COOP: &str = include_str!("kernels/mul_mat_coop.wgsl");
 const MUL_MAT_SPLIT: &str = include_str!("kernels/mul_mat_split.wgsl");
+const MUL_MAT_ROUTES: &str = include_str!("kernels/mul_mat_routes.wgsl");
 const QUANT_UNIT: &str = include_str!("kernels/quant_unit.wgsl");
 const QUANT_PART: &str = include_str!("kernels/quant_part.wgsl");
 const GLU: &str = include_str!("kernels/glu.wgsl");
@@ -96,12 +97,13 @@ pub enum Kernel {
         wv4: bool,
     },
     /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
-    /// `MulMatVec`.
-    MulMatTiled,
+    /// `MulMatVec`. `id`: ggml_mul_mat_id's columns routed by expert (`mul_mat_routes.wgsl`;
+    /// src2 the routes of `moe_route.wgsl`).
+    MulMatTiled { id: bool },
     /// `mul_mat_coop.wgsl` with `quant_unit.wgsl`: cooperative matrices (f16 operands, f32
     /// accumulation), `wg` × `bn` output tiles (a weight row per invocation), bindings as for
-    /// `MulMatVec`.
-    MulMatCoop { bn: u32 },
+    /// `MulMatVec`; `id` as for `MulMatTiled`.
+    MulMatCoop { bn: u32, id: bool },
     /// `mul_mat_split.wgsl`: the sum of a `MulMatCoop` product's splits along k (f32 slices
     /// in src0) into dst.
     MulMatSplit,
@@ -484,7 +486,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     let mut head = String::new();
     let mat_vec = matches!(
         key.kernel,
-        Kernel::MulMatVec { .. } | Kernel::MulMatTiled | Kernel::MulMatCoop { .. }
+        Kernel::MulMatVec { .. } | Kernel::MulMatTiled { .. } | Kernel::MulMatCoop { .. }
     );
     let words = matches!(key.kernel, Kernel::Copy { .. });
     let act_quant = matches!(key.kernel, Kernel::QuantAct { .. });
@@ -915,11 +917,12 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             unit_flags(src0, &mut flags);
             MUL_MAT_VEC
         }
-        Kernel::MulMatTiled => {
+        Kernel::MulMatTiled { id } => {
             unit_flags(src0, &mut flags);
+            push_flags(&mut flags, &[(id, "ID")]);
             MUL_MAT_TILED
         }
-        Kernel::MulMatCoop { bn } => {
+        Kernel::MulMatCoop { bn, id } => {
             // A tile's weight rows are its invocations.
             let bm = key.wg;
             if bm != 128 || !matches!(bn, 64 | 128) {
@@ -931,6 +934,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("NF", (bn / 32).to_string()));
             vars.push(("NX", (8 * bn / bm).to_string()));
             unit_flags(src0, &mut flags);
+            push_flags(&mut flags, &[(id, "ID")]);
             MUL_MAT_COOP
         }
         Kernel::MulMatSplit => MUL_MAT_SPLIT,
@@ -951,6 +955,9 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     if mat_vec {
         text.push_str(QUANT_UNIT);
         text.push_str(QUANT_PART);
+    }
+    if let Kernel::MulMatTiled { id: true } | Kernel::MulMatCoop { id: true, .. } = key.kernel {
+        text.push_str(MUL_MAT_ROUTES);
     }
     if matches!(
         key.kernel,

@@ -1,9 +1,9 @@
 //! The kernel families added after the first library: shape gathers (`shape.wgsl`), upscale
 //! (`upscale.wgsl`), reductions and sorting (`reduce.wgsl`), the expert matmul
-//! (`mul_mat_id.wgsl`), sequence and convolution kernels (`seq.wgsl`), recurrent scans
-//! (`scan.wgsl`), the draw from top-k candidates (`sample.wgsl`), and the codebook decoders of
-//! the IQ formats (`quant_grid.wgsl`, with their grids emitted from `wgllm_core::quant::iq_grid`
-//! at template time, never copied by hand).
+//! (`mul_mat_id.wgsl`) and its routing (`moe_route.wgsl`), sequence and convolution kernels
+//! (`seq.wgsl`), recurrent scans (`scan.wgsl`), the draw from top-k candidates
+//! (`sample.wgsl`), and the codebook decoders of the IQ formats (`quant_grid.wgsl`, with their
+//! grids emitted from `wgllm_core::quant::iq_grid` at template time, never copied by hand).
 //!
 //! Each kind says which `#if` flags and `{{NAME}}` values its variant sets; `shaders::source`
 //! calls [`Family::configure`] for the body.
@@ -15,6 +15,7 @@ const SHAPE: &str = include_str!("kernels/shape.wgsl");
 const UPSCALE: &str = include_str!("kernels/upscale.wgsl");
 const REDUCE: &str = include_str!("kernels/reduce.wgsl");
 const MUL_MAT_ID: &str = include_str!("kernels/mul_mat_id.wgsl");
+const MOE_ROUTE: &str = include_str!("kernels/moe_route.wgsl");
 const SEQ: &str = include_str!("kernels/seq.wgsl");
 const SCAN: &str = include_str!("kernels/scan.wgsl");
 const QUANT_GRID: &str = include_str!("kernels/quant_grid.wgsl");
@@ -80,6 +81,9 @@ pub enum Family {
     Reduce(ReduceKind),
     /// One weight row against one (slot, token) column per workgroup.
     MulMatId,
+    /// A mixture-of-experts product's (slot, token) columns bucketed by expert, one workgroup
+    /// per bucket (`moe_route.wgsl`).
+    MoeRoute,
     Seq(SeqKind),
     /// One row's draw from its candidates per workgroup.
     Sample,
@@ -124,6 +128,7 @@ impl Family {
                 REDUCE
             }
             Family::MulMatId => MUL_MAT_ID,
+            Family::MoeRoute => MOE_ROUTE,
             Family::Seq(k) => {
                 let (flag, body) = match k {
                     SeqKind::SsmConv => ("SSM_CONV", SEQ),

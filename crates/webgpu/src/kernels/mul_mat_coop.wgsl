@@ -1,26 +1,25 @@
-// Matrix × matrix (prefill) on cooperative matrices (tensor cores): dst[m, n, i2, i3] =
-// sum_k src0[k, m, a2, a3] * src1[k, n, i2, i3], f16 operands and f32 accumulation, by output
-// tiles of BM = 128 weight rows × BN activation columns. A workgroup is BM / 32 subgroups of
-// 32 (the planner checks the subgroup size), BM invocations; subgroup s owns the 64 × BN/2
-// block at rows 64 (s % (BM / 64)), columns BN/2 (s / (BM / 64)) of the tile: 4 × BN/32
-// accumulators of 16 × 16. Per 16
-// along k a subgroup loads 4 + BN/32 operand matrices for 4 · BN/32 products: 16 products
-// for 8 loads at BN = 128, 8 for 6 at BN = 64 (blocks of 32 rows did 8 for 6 and 4 for 4).
+// Matrix × matrix (prefill) on cooperative matrices (tensor cores): dst[m, n, i2, i3] = sum_k
+// src0[k, m, a2, a3] * src1[k, n, i2, i3], f16 operands and f32 accumulation, by output tiles of BM
+// = 128 weight rows × BN activation columns. A workgroup is BM / 32 subgroups of 32 (the planner
+// checks the subgroup size), BM invocations; subgroup s owns the 64 × BN/2 block at rows 64 (s %
+// (BM / 64)), columns BN/2 (s / (BM / 64)) of the tile: 4 × BN/32 accumulators of 16 × 16. Per 16
+// along k a subgroup loads 4 + BN/32 operand matrices for 4 · BN/32 products: 16 products for 8
+// loads at BN = 128, 8 for 6 at BN = 64 (blocks of 32 rows did 8 for 6 and 4 for 4).
 //
-// Steps of BK = 32 along k (one unit of 32 weights per row). Workgroup memory holds one step
-// as f16, row by row with k fastest and rows padded to SK = 40 halves (80-byte rows: the
-// 16-byte row pieces a 16 × 16 load reads fall in distinct banks). Two stages (one barrier a
-// step instead of two) fit 48 KiB at 128 rows but ran slower on an H200: 4096³ f16 in 1,136
-// instead of 830 µs, 8B pp512 6,099 instead of 6,813 t/s. Each invocation fetches the next
-// step into registers while the current step's products run: NX = 8 BN / BM activation vec4s before them (kept as f32 until
+// Steps of BK = 32 along k (one unit of 32 weights per row). Workgroup memory holds one step as
+// f16, row by row with k fastest and rows padded to SK = 40 halves (80-byte rows: the 16-byte row
+// pieces a 16 × 16 load reads fall in distinct banks). Two stages (one barrier a step instead of
+// two) fit 48 KiB at 128 rows but ran slower on an H200: 4096³ f16 in 1,136 instead of 830 µs, 8B
+// pp512 6,099 instead of 6,813 t/s. Each invocation fetches the next step into registers while the
+// current step's products run: NX = 8 BN / BM activation vec4s before them (kept as f32 until
 // stored), its four weight parts (rows lid / 4 + BM / 4 j, part lid % 4) decoded to f16 through
-// quant_part.wgsl's `partq` or `part` after the first half of them, so a decoder that waits
-// on its loads waits behind half the products at least (f16 weights, kept as loaded words,
-// before them). The loop body has no branches but constant ones, so the compiler may move
-// the decoding later still. After a barrier the registers go to workgroup memory, and a
-// second barrier opens the next products. Rows and columns past the result are loaded
-// clamped to the last one (their products land in rows or columns that are never stored),
-// and the last step loads itself again: every invocation runs the same straight-line code.
+// quant_part.wgsl's `partq` or `part` after the first half of them, so a decoder that waits on its
+// loads waits behind half the products at least (f16 weights, kept as loaded words, before them).
+// The loop body has no branches but constant ones, so the compiler may move the decoding later
+// still. After a barrier the registers go to workgroup memory, and a second barrier opens the next
+// products. Rows and columns past the result are loaded clamped to the last one (their products
+// land in rows or columns that are never stored), and the last step loads itself again: every
+// invocation runs the same straight-line code.
 //
 // Results go straight from the accumulators to dst (column-major: dst's rows m are contiguous)
 // when the tile lies inside the result and dst's columns are 16-byte aligned; edge tiles pass
@@ -35,6 +34,9 @@
 // op_u: 0 = K, 1 = M, 2 = N, 3 = r2, 4 = r3, 5 = tiles along m, 6 = tiles along n when the
 // tiles go along n first, else 0; 7 = splits (0 or 1: none). Workgroup z indexes the batch
 // and the split.
+// With ID (mul_mat_id; see mul_mat_routes.wgsl) workgroup z is an expert's bucket of routed
+// columns, which the tiles along n (op_u(6), taken n first) step over; no split, and every
+// tile stores through workgroup memory (its columns are scattered in dst).
 
 fn ldw(i: u32) -> u32 {
     return src0[i];
@@ -128,9 +130,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         nt = g % tiles_n;
     }
     let m0 = mt * BM;
-    let n0 = nt * BN;
     let k_len = op_u(0u);
     let m_len = op_u(1u);
+#if ID
+    // Routed columns (mul_mat_routes.wgsl): bucket bk's, the tiles along n stepping over them.
+    let bk = wid.z;
+    let n_len = route_len(bk, lid);
+    let sp = 0u;
+    let i2 = 0u;
+    let i3 = 0u;
+    let a2 = min(bk, t_ne(0u, 2u) - 1u);
+    let a3 = 0u;
+    let steps = k_len / BK;
+    let s0 = 0u;
+    for (var n0 = nt * BN; n0 < n_len; n0 += tiles_n * BN) {
+        if (bk == op_u(3u)) {
+            route_nan(lid, BM, m0, BM, n0, BN, n_len);
+            continue;
+        }
+#else
+    let n0 = nt * BN;
     let n_len = op_u(2u);
     // Split k (op_u(7) splits): workgroup z is split sp, steps s0 .., of batch bz; a split's
     // sum goes to dst's slice i2 + sp (the planner splits single products only).
@@ -143,78 +162,40 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let a3 = i3 / op_u(4u);
     let steps = k_len / BK / splits;
     let s0 = sp * steps;
-
-    // Weight loaders: part lid % 4 of rows lid / 4 + BM / 4 j of the tile (four neighbouring
-    // invocations read one unit), stored at a_s_j + 4 xp.
-    let p = lid % 4u;
-    let xp = 4u * xpair(p);
-#unroll j 4
-    let a_row_$j = t_idx(0u, vec4<u32>(0u, min(m0 + lid / 4u + (BM / 4u) * $ju, m_len - 1u), a2, a3));
-    let a_s_$j = (lid / 4u + (BM / 4u) * $ju) * SK;
-    var w_$j = wpart(a_row_$j, s0, p);
-#endunroll
-    // Activation loaders: vec4 lid % 8 (depths 4 (lid % 8) ..) of columns lid / 8 + BM / 8 j.
-    let kv = lid % 8u;
-#unroll j NX
-    let b_n_$j = min(n0 + lid / 8u + (BM / 8u) * $ju, n_len - 1u);
-    let b_col_$j = t_idx(1u, vec4<u32>(0u, b_n_$j, i2, i3)) / 4u + kv + 8u * s0;
-    let b_s_$j = (lid / 8u + (BM / 8u) * $ju) * SK + 4u * kv;
-    var x_$j = src1[b_col_$j];
-#endunroll
-
-    let wm = 64u * (sid % (BM / 64u));
-    let wn = WN * (sid / (BM / 64u));
-#unroll i 4
-#unroll j NF
-    var acc_$i_$j = coop_mat16x16<f32, C>();
-#endunroll
-#endunroll
-
-#unroll j 4
-    put_w(a_s_$j, xp, w_$j);
-#endunroll
-#unroll j NX
-    put_b(b_s_$j, x_$j);
-#endunroll
-    workgroupBarrier();
-
-    for (var t = 0u; t < steps; t++) {
-        // The next step into registers (the last step once more at the end): activations and
-        // f16 weights (loads alone) first, decoded weights between the two product halves.
-        let un = min(t + 1u, steps - 1u);
-        let wu = s0 + un;
-#unroll j NX
-        x_$j = src1[b_col_$j + 8u * un];
-#endunroll
-#if U_F16
-#unroll j 4
-        w_$j = wpart(a_row_$j, wu, p);
-#endunroll
+    {
 #endif
-#unroll h 2
-#if U_F16
+
+        // Weight loaders: part lid % 4 of rows lid / 4 + BM / 4 j of the tile (four neighbouring
+        // invocations read one unit), stored at a_s_j + 4 xp.
+        let p = lid % 4u;
+        let xp = 4u * xpair(p);
+#unroll j 4
+        let a_m_$j = min(m0 + lid / 4u + (BM / 4u) * $ju, m_len - 1u);
+        let a_row_$j = t_idx(0u, vec4<u32>(0u, a_m_$j, a2, a3));
+        let a_s_$j = (lid / 4u + (BM / 4u) * $ju) * SK;
+        var w_$j = wpart(a_row_$j, s0, p);
+#endunroll
+        // Activation loaders: vec4 lid % 8 (depths 4 (lid % 8) ..) of columns lid / 8 + BM / 8 j.
+        let kv = lid % 8u;
+#unroll j NX
+        let b_n_$j = min(n0 + lid / 8u + (BM / 8u) * $ju, n_len - 1u);
+#if ID
+        let b_col_$j = route_src1(route_col(bk, b_n_$j)) + kv + 8u * s0;
 #else
-        if ($hu == 1u) {
-#unroll j 4
-            w_$j = wpart(a_row_$j, wu, p);
-#endunroll
-        }
+        let b_col_$j = t_idx(1u, vec4<u32>(0u, b_n_$j, i2, i3)) / 4u + kv + 8u * s0;
 #endif
-        {
-#unroll i 4
-            let ia_$i = (wm + 16u * $iu) * SK4 + 4u * $hu;
-            let fa_$i = coopLoadT<coop_mat16x16<f16, A>>(&a_sh[ia_$i], SK4);
+        let b_s_$j = (lid / 8u + (BM / 8u) * $ju) * SK + 4u * kv;
+        var x_$j = src1[b_col_$j];
 #endunroll
+
+        let wm = 64u * (sid % (BM / 64u));
+        let wn = WN * (sid / (BM / 64u));
+#unroll i 4
 #unroll j NF
-            let ib_$j = (wn + 16u * $ju) * SK4 + 4u * $hu;
-            let fb_$j = coopLoad<coop_mat16x16<f16, B>>(&b_sh[ib_$j], SK4);
-#unroll i 4
-            acc_$i_$j = coopMultiplyAdd(fa_$i, fb_$j, acc_$i_$j);
+        var acc_$i_$j = coop_mat16x16<f32, C>();
 #endunroll
 #endunroll
-        }
-#endunroll
-        workgroupBarrier();
+
 #unroll j 4
         put_w(a_s_$j, xp, w_$j);
 #endunroll
@@ -222,32 +203,87 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         put_b(b_s_$j, x_$j);
 #endunroll
         workgroupBarrier();
-    }
 
-    let dnb = t_nb(2u, 1u);
-    let whole = m0 + BM <= m_len && n0 + BN <= n_len;
-    if (whole && dnb % 4u == 0u && t_off(2u) % 4u == 0u) {
-#unroll i 4
-#unroll j NF
-        let o_$i_$j = t_idx(2u, vec4<u32>(m0 + wm + 16u * $iu, n0 + wn + 16u * $ju, i2 + sp, i3));
-        coopStore(acc_$i_$j, &dst[o_$i_$j], dnb);
+        for (var t = 0u; t < steps; t++) {
+            // The next step into registers (the last step once more at the end): activations and
+            // f16 weights (loads alone) first, decoded weights between the two product halves.
+            let un = min(t + 1u, steps - 1u);
+            let wu = s0 + un;
+#unroll j NX
+            x_$j = src1[b_col_$j + 8u * un];
 #endunroll
+#if U_F16
+#unroll j 4
+            w_$j = wpart(a_row_$j, wu, p);
 #endunroll
-    } else {
-        let c0 = 256u * sid;
-#unroll i 4
-#unroll j NF
-        coopStore(acc_$i_$j, &c_sh[c0], 16u);
-        workgroupBarrier();
-        for (var e = lane; e < 256u; e += 32u) {
-            let m = m0 + wm + 16u * $iu + e % 16u;
-            let n = n0 + wn + 16u * $ju + e / 16u;
-            if (m < m_len && n < n_len) {
-                store_dst(t_idx(2u, vec4<u32>(m, n, i2 + sp, i3)), c_sh[c0 + e]);
+#endif
+#unroll h 2
+#if U_F16
+#else
+            if ($hu == 1u) {
+#unroll j 4
+                w_$j = wpart(a_row_$j, wu, p);
+#endunroll
             }
+#endif
+            {
+#unroll i 4
+                let ia_$i = (wm + 16u * $iu) * SK4 + 4u * $hu;
+                let fa_$i = coopLoadT<coop_mat16x16<f16, A>>(&a_sh[ia_$i], SK4);
+#endunroll
+#unroll j NF
+                let ib_$j = (wn + 16u * $ju) * SK4 + 4u * $hu;
+                let fb_$j = coopLoad<coop_mat16x16<f16, B>>(&b_sh[ib_$j], SK4);
+#unroll i 4
+                acc_$i_$j = coopMultiplyAdd(fa_$i, fb_$j, acc_$i_$j);
+#endunroll
+#endunroll
+            }
+#endunroll
+            workgroupBarrier();
+#unroll j 4
+            put_w(a_s_$j, xp, w_$j);
+#endunroll
+#unroll j NX
+            put_b(b_s_$j, x_$j);
+#endunroll
+            workgroupBarrier();
         }
-        workgroupBarrier();
+
+#if ID
+        {
+#else
+        let dnb = t_nb(2u, 1u);
+        let whole = m0 + BM <= m_len && n0 + BN <= n_len;
+        if (whole && dnb % 4u == 0u && t_off(2u) % 4u == 0u) {
+#unroll i 4
+#unroll j NF
+            let o_$i_$j =
+                t_idx(2u, vec4<u32>(m0 + wm + 16u * $iu, n0 + wn + 16u * $ju, i2 + sp, i3));
+            coopStore(acc_$i_$j, &dst[o_$i_$j], dnb);
 #endunroll
 #endunroll
+        } else {
+#endif
+            let c0 = 256u * sid;
+#unroll i 4
+#unroll j NF
+            coopStore(acc_$i_$j, &c_sh[c0], 16u);
+            workgroupBarrier();
+            for (var e = lane; e < 256u; e += 32u) {
+                let m = m0 + wm + 16u * $iu + e % 16u;
+                let n = n0 + wn + 16u * $ju + e / 16u;
+                if (m < m_len && n < n_len) {
+#if ID
+                    store_dst(route_dst(m, route_col(bk, n)), c_sh[c0 + e]);
+#else
+                    store_dst(t_idx(2u, vec4<u32>(m, n, i2 + sp, i3)), c_sh[c0 + e]);
+#endif
+                }
+            }
+            workgroupBarrier();
+#endunroll
+#endunroll
+        }
     }
 }

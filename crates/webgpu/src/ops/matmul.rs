@@ -169,7 +169,7 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
 /// apply: f32 activations whose columns are whole vec4s from a 16-byte aligned start (the vec4
 /// binding of src1), whole units of 32 weights per row, and f16/bf16 weights starting on whole
 /// words.
-fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
+pub(super) fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
     let (la, lb) = (&a.layout, &b.layout);
     let align16 = |x: u64| x.is_multiple_of(16);
     let f32_ok = b.dtype == DType::F32
@@ -866,10 +866,19 @@ fn mul_mat_vec(
     Ok(out)
 }
 
-fn tiled_key(a: DType) -> PipelineKey {
+/// The bindings of a tiled or coop product of weights `a`: with `id` (mul_mat_id's routed
+/// columns) the routes of `moe_route.wgsl` between the activations and the result.
+fn tile_dtypes(a: DType, id: bool) -> Vec<DType> {
+    match id {
+        true => vec![a, DType::F32, DType::I32, DType::F32],
+        false => vec![a, DType::F32, DType::F32],
+    }
+}
+
+fn tiled_key(a: DType, id: bool) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::MulMatTiled,
-        dtypes: vec![a, DType::F32, DType::F32],
+        kernel: Kernel::MulMatTiled { id },
+        dtypes: tile_dtypes(a, id),
         wg: 256,
     }
 }
@@ -933,10 +942,10 @@ fn split_key() -> PipelineKey {
     }
 }
 
-fn coop_key(a: DType, bm: u32, bn: u32) -> PipelineKey {
+fn coop_key(a: DType, bm: u32, bn: u32, id: bool) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::MulMatCoop { bn },
-        dtypes: vec![a, DType::F32, DType::F32],
+        kernel: Kernel::MulMatCoop { bn, id },
+        dtypes: tile_dtypes(a, id),
         wg: bm,
     }
 }
@@ -979,14 +988,32 @@ fn coop_tile(ctx: &Ctx, dst: &Operand, [k, m, n, batches]: [u64; 4]) -> Option<(
     }
 }
 
+/// The kernel mul_mat_id's routed columns run on (`moe::mul_mat_id_tiled`) and its tile
+/// (rows, columns): `mul_mat_coop.wgsl`'s 128 × 64 where [`coop_f16`] and the workgroup memory
+/// allow (a 512-token prefill of Qwen3-30B-A3B routes 32 columns to each of 128 experts on
+/// average), else `mul_mat_tiled.wgsl`'s 64 × 64.
+pub(super) fn id_tile(ctx: &Ctx, a: DType) -> (PipelineKey, u64, u64) {
+    let c = ctx.caps;
+    // The routed coop kernel holds one more word: its bucket's column count.
+    let fits = coop_storage(COOP_BM, 64) + 4 <= c.limits.max_compute_workgroup_storage_size;
+    match coop_f16(c) && fits {
+        true => (coop_key(a, COOP_BM, 64, true), u64::from(COOP_BM), 64),
+        false => (tiled_key(a, true), 64, 64),
+    }
+}
+
 /// mul_mat through `mul_mat_tiled.wgsl` (one workgroup per 64 × 64 tile of the result), or
 /// `mul_mat_coop.wgsl` (128 × 64 or 128 × 128, split along k by [`coop_splits`]) where
 /// [`coop_tile`] allows.
 fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
     let (key, bm, bn) = match coop_tile(ctx, dst, [ea[0], ea[1], eb[1], eb[2] * eb[3]]) {
-        Some((bm, bn)) => (coop_key(a.dtype, bm, bn), u64::from(bm), u64::from(bn)),
-        None => (tiled_key(a.dtype), 64, 64),
+        Some((bm, bn)) => (
+            coop_key(a.dtype, bm, bn, false),
+            u64::from(bm),
+            u64::from(bn),
+        ),
+        None => (tiled_key(a.dtype, false), 64, 64),
     };
     let coop = matches!(key.kernel, Kernel::MulMatCoop { .. });
     let batches = eb[2] * eb[3];
@@ -1080,8 +1107,11 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 }
             }
         }
-        keys.push(tiled_key(a));
-        keys.extend([64, 128].map(|bn| coop_key(a, COOP_BM, bn)));
+        for id in [false, true] {
+            keys.push(tiled_key(a, id));
+            keys.push(coop_key(a, COOP_BM, 64, id));
+        }
+        keys.push(coop_key(a, COOP_BM, 128, false));
     }
     keys.push(split_key());
     // Each mat-vec variant with its weights read-only too, and q4_K's int8 ones as vec4s.

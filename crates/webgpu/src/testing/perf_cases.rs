@@ -110,12 +110,22 @@ pub fn large_cases() -> Vec<LargeCase> {
             check: true,
         });
     }
-    // A mixture-of-experts decode product: Qwen3-30B-A3B's expert FFN shape, 8 of 128 experts
-    // for one token (its GB/s counts every expert's bytes; the product reads 8/128 of them).
-    out.push(LargeCase {
-        case: moe_case(DType::Q4_K, 2048, 768, (128, 8)),
-        check: true,
-    });
+    // Mixture-of-experts products: Qwen3-30B-A3B's expert FFN shapes, 8 of 128 experts a
+    // token (GB/s counts the experts the ids can pick). A decode step's one token, batches
+    // around where the columns leave the mat-vec for the routed tiles, and a 512-token
+    // prefill's gate (or up) and down projections.
+    for (k, m, tokens) in [
+        (2048, 768, 1),
+        (2048, 768, 16),
+        (2048, 768, 64),
+        (2048, 768, 512),
+        (768, 2048, 512),
+    ] {
+        out.push(LargeCase {
+            case: moe_case(DType::Q4_K, k, m, (128, 8), tokens),
+            check: tokens <= 64,
+        });
+    }
     // The output head of a decode step: top-64 and argmax over SmolLM2's, Llama 3's and
     // Gemma 3's vocabularies.
     for (n, k) in [(49152, Some(64)), (262144, Some(64)), (128256, None)] {
@@ -159,18 +169,19 @@ fn mat_case(wt: DType, k: u64, m: u64, n: u64) -> Case {
     })
 }
 
-/// `mul_mat_id` of `n_expert` experts of `wt` [k, m] for one token that routes to `n_used` of
-/// them.
-fn moe_case(wt: DType, k: u64, m: u64, (n_expert, n_used): (u64, u64)) -> Case {
-    let name = format!("MUL_MAT_ID {wt} x f32 k={k} m={m} experts={n_expert} used={n_used} n=1");
+/// `mul_mat_id` of `n_expert` experts of `wt` [k, m] for `tokens` tokens that each route to
+/// `n_used` of them.
+fn moe_case(wt: DType, k: u64, m: u64, (n_expert, n_used): (u64, u64), tokens: u64) -> Case {
+    let name =
+        format!("MUL_MAT_ID {wt} x f32 k={k} m={m} experts={n_expert} used={n_used} n={tokens}");
     case("MUL_MAT_ID", name, MATMUL, move |g, rng| {
         let mut b = Built::default();
         let data = random_bytes(rng, wt, k * m * n_expert, -1.0, 1.0)?;
         let w = g.weight("experts", wt, [k, m, n_expert, 1], Bytes::from(data))?;
-        let x = input(g, rng, &mut b, DType::F32, [k, 1, 1, 1], -1.0, 1.0)?;
-        let ids = g.input("ids", DType::I32, [n_used, 1, 1, 1])?;
-        b.inputs
-            .push((ids, super::shape_cases::expert_ids(rng, n_used, n_expert)));
+        let x = input(g, rng, &mut b, DType::F32, [k, 1, tokens, 1], -1.0, 1.0)?;
+        let ids = g.input("ids", DType::I32, [n_used, tokens, 1, 1])?;
+        let picks = super::shape_cases::expert_ids(rng, n_used * tokens, n_expert);
+        b.inputs.push((ids, picks));
         let r = g.mul_mat_id(w, x, ids)?;
         g.mark_output(r)?;
         Ok(b)

@@ -5,12 +5,13 @@
 //! `sqrt(n) * 2^-24` relative to the partial sums. With n up to a few thousand values in
 //! `[-1, 1)` that is an NMSE well below `SUMS = 1e-9` (measured ~1e-14). argsort results are
 //! indices and must match exactly, ties and NaNs included; mul_mat_id is a matrix product, so it
-//! shares mul_mat's 1e-9 (summation order differs).
+//! shares mul_mat's 1e-9 (summation order differs), and its prefills, whose routed columns run
+//! on f16 operands where cooperative matrices do, mul_mat's prefill tolerance `MATMUL_F16`.
 
 use wgllm_core::op::SortOrder;
 use wgllm_core::{DType, Graph, Result, TensorId};
 
-use super::cases::{case, input, weight, EXACT, MATMUL, QUANTS};
+use super::cases::{case, input, weight, EXACT, MATMUL, MATMUL_F16, QUANTS};
 use super::shape_cases::expert_ids;
 use super::{Built, Case, Rng};
 
@@ -122,7 +123,11 @@ fn id_case(
     let desc = format!(
         "MUL_MAT_ID {wt} x {xt} k={k} m={m} experts={n_expert} used={n_used} b.ne1={b1} tokens={n_tokens}"
     );
-    case("MUL_MAT_ID", desc, MATMUL, move |g, rng| {
+    let tol = match n_tokens >= 16 {
+        true => MATMUL_F16,
+        false => MATMUL,
+    };
+    case("MUL_MAT_ID", desc, tol, move |g, rng| {
         let mut b = Built::default();
         let a = weight(g, rng, wt, [k, m, n_expert, 1])?;
         let x = input(g, rng, &mut b, xt, [k, b1, n_tokens, 1], -1.0, 1.0)?;
@@ -149,6 +154,21 @@ fn mul_mat_id_cases(out: &mut Vec<Case>) {
         for (m, n_expert, used) in [(9, 4, (2, 1, 3)), (5, 3, (2, 2, 1))] {
             out.push(id_case((wt, DType::F32), (k, m, n_expert), used));
         }
+    }
+    // Prefills, whose columns are routed to the tiled kernels by expert: every weight dtype
+    // with an edge tile of rows; then activations per slot (b.ne1 = n_used), and buckets of
+    // more columns than the tiles along n (2 experts for 100 tokens, a token picking one
+    // expert twice at times).
+    for wt in [DType::F32, DType::F16, DType::BF16]
+        .into_iter()
+        .chain(QUANTS)
+    {
+        let k = (wt.block_size() as u64).max(64);
+        out.push(id_case((wt, DType::F32), (k, 70, 4), (2, 1, 40)));
+    }
+    for wt in [DType::F16, DType::Q4_0, DType::Q4_K] {
+        out.push(id_case((wt, DType::F32), (256, 200, 8), (4, 4, 64)));
+        out.push(id_case((wt, DType::F32), (256, 130, 2), (2, 1, 100)));
     }
     // A decode step of a mixture-of-experts layer (8 of 32 experts for one token), and f16
     // activations (the plain kernel's f16 x f16).

@@ -5,6 +5,7 @@ use wgllm_core::{DType, Graph};
 
 use super::Capabilities;
 use crate::shaders::{Kernel, VecEpilogue};
+use crate::variants::Family;
 
 /// A device with cooperative matrices (16 × 16 × 16, f16 × f16 + f32) enabled or not,
 /// subgroups of `sg` and `wg_bytes` of workgroup memory.
@@ -185,16 +186,22 @@ fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
     let on = caps(true, 32, 49152);
     // Tiles of 128 rows: one of 128 × 64 for 100 rows and 33 columns, two for 200; 2 × 2 ×
     // 64 tiles of 128 × 128 are enough for the wide ones, 1 × 1 × 127 are not.
-    assert_eq!(planned(&on, 100, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 1));
-    assert_eq!(planned(&on, 200, 33, 1), (Kernel::MulMatCoop { bn: 64 }, 2));
+    assert_eq!(
+        planned(&on, 100, 33, 1),
+        (Kernel::MulMatCoop { bn: 64, id: false }, 1)
+    );
+    assert_eq!(
+        planned(&on, 200, 33, 1),
+        (Kernel::MulMatCoop { bn: 64, id: false }, 2)
+    );
     assert_eq!(plan(&on, 200, 33, 1).key.wg, 128);
     assert_eq!(
         planned(&on, 130, 130, 64),
-        (Kernel::MulMatCoop { bn: 128 }, 2 * 2 * 64)
+        (Kernel::MulMatCoop { bn: 128, id: false }, 2 * 2 * 64)
     );
     assert_eq!(
         planned(&on, 128, 128, 127),
-        (Kernel::MulMatCoop { bn: 64 }, 2 * 127)
+        (Kernel::MulMatCoop { bn: 64, id: false }, 2 * 127)
     );
     // Tiles along n first (op word 6: their count) up to 8 of them, along m beyond.
     assert_eq!(plan(&on, 600, 512, 1).op_words[6], 8);
@@ -205,7 +212,10 @@ fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
         planned(&on, 200, 8, 1).0,
         Kernel::MulMatVec { .. }
     ));
-    assert_eq!(planned(&on, 200, 15, 1), (Kernel::MulMatTiled, 4));
+    assert_eq!(
+        planned(&on, 200, 15, 1),
+        (Kernel::MulMatTiled { id: false }, 4)
+    );
     // Not enabled, other subgroup sizes, or too little workgroup memory for either tile
     // (128 × 64 takes 19,456 bytes).
     for c in [
@@ -213,13 +223,16 @@ fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
         caps(true, 64, 49152),
         caps(true, 32, 19452),
     ] {
-        assert_eq!(planned(&c, 200, 33, 1), (Kernel::MulMatTiled, 4));
+        assert_eq!(
+            planned(&c, 200, 33, 1),
+            (Kernel::MulMatTiled { id: false }, 4)
+        );
     }
     // Memory for the 128 × 64 tiles only (128 × 128 takes 24,576 bytes).
     let narrow = caps(true, 32, 24572);
     assert_eq!(
         planned(&narrow, 130, 130, 64),
-        (Kernel::MulMatCoop { bn: 64 }, 2 * 3 * 64)
+        (Kernel::MulMatCoop { bn: 64, id: false }, 2 * 3 * 64)
     );
 }
 
@@ -247,7 +260,7 @@ fn coop_products_with_few_tiles_split_along_k() {
         let groups: u32 = d[0].groups.iter().product();
         (kernels, d[0].op_words[7], groups)
     };
-    let split = |bn| vec![Kernel::MulMatCoop { bn }, Kernel::MulMatSplit];
+    let split = |bn| vec![Kernel::MulMatCoop { bn, id: false }, Kernel::MulMatSplit];
     // A 512-token prefill through q and o of a 4096-wide layer (128 tiles): 2 splits; k and
     // v's 1,024 rows (64 tiles of 128 × 64): 4; the down projection's rows of 14,336: 2.
     assert_eq!(plan(4096, 4096, 512, 1), (split(128), 2, 256));
@@ -255,7 +268,7 @@ fn coop_products_with_few_tiles_split_along_k() {
     assert_eq!(plan(14336, 4096, 512, 1), (split(128), 2, 256));
     // Enough tiles (4096³, the gate and up projections), rows too short for 32 steps a split,
     // or batches: no split.
-    let whole = |bn| (vec![Kernel::MulMatCoop { bn }], 0);
+    let whole = |bn| (vec![Kernel::MulMatCoop { bn, id: false }], 0);
     let no_split = |p: (Vec<Kernel>, u32, u32)| (p.0, p.1);
     assert_eq!(no_split(plan(4096, 4096, 4096, 1)), whole(128));
     assert_eq!(no_split(plan(4096, 14336, 512, 1)), whole(128));
@@ -338,4 +351,43 @@ fn mul_mat_id_rounds_activations_by_the_experts_read() {
     assert_eq!(plan(8, 1), (vec!["round", "q8x"], 1, 1));
     assert_eq!(plan(8, 4), (vec!["round", "q8x"], 1, 4));
     assert_eq!(plan(2, 1).0, vec!["f32"]);
+}
+
+/// mul_mat_id routes a prefill's columns by expert to the tiled kernels once they average 8
+/// per expert: the coop kernel's 128 × 64 tiles where the device has cooperative matrices,
+/// else the tiled kernel's 64 × 64. Workgroup z covers the experts and the bucket of ids
+/// outside them, the tiles along n the tokens. Fewer columns stay on the mat-vec.
+#[test]
+fn mul_mat_id_routes_prefill_columns_to_the_tiled_kernels() {
+    let plan = |coop: bool, tokens: u64| {
+        let (k, m, experts, used) = (256, 200, 16, 4);
+        let mut g = Graph::new();
+        let row = DType::Q4_K.row_bytes(k).unwrap();
+        let bytes = Bytes::from(vec![0u8; (row * m * experts) as usize]);
+        let a = g
+            .weight("experts", DType::Q4_K, [k, m, experts, 1], bytes)
+            .unwrap();
+        let x = g.input("x", DType::F32, [k, 1, tokens, 1]).unwrap();
+        let ids = g.input("ids", DType::I32, [used, tokens, 1, 1]).unwrap();
+        let r = g.mul_mat_id(a, x, ids).unwrap();
+        let p = super::super::plan_node(&g, r, &caps(coop, 32, 32768)).unwrap();
+        p.iter()
+            .map(|d| (d.key.kernel, d.groups))
+            .collect::<Vec<_>>()
+    };
+    let route = (Kernel::Family(Family::MoeRoute), [17, 1, 1]);
+    let coop = Kernel::MulMatCoop { bn: 64, id: true };
+    assert_eq!(plan(true, 32), vec![route, (coop, [2, 1, 17])]);
+    let tiled = Kernel::MulMatTiled { id: true };
+    assert_eq!(plan(false, 100), vec![route, (tiled, [4 * 2, 1, 17])]);
+    assert!(matches!(
+        plan(true, 31).last(),
+        Some((
+            Kernel::MulMatVec {
+                epilogue: VecEpilogue::Id,
+                ..
+            },
+            _
+        ))
+    ));
 }
