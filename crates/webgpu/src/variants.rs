@@ -1,9 +1,10 @@
 //! The kernel families added after the first library: shape gathers (`shape.wgsl`), upscale
 //! (`upscale.wgsl`), reductions and sorting (`reduce.wgsl`), the expert matmul
-//! (`mul_mat_id.wgsl`) and its routing (`moe_route.wgsl`), sequence and convolution kernels
-//! (`seq.wgsl`), recurrent scans (`scan.wgsl`), the draw from top-k candidates
-//! (`sample.wgsl`), and the codebook decoders of the IQ formats (`quant_grid.wgsl`, with their
-//! grids emitted from `wgllm_core::quant::iq_grid` at template time, never copied by hand).
+//! (`mul_mat_id.wgsl`), its router (`moe_router.wgsl`), routing (`moe_route.wgsl`) and
+//! weighted sum (`moe_sum.wgsl`), sequence and convolution kernels (`seq.wgsl`), recurrent
+//! scans (`scan.wgsl`), the draw from top-k candidates (`sample.wgsl`), and the codebook
+//! decoders of the IQ formats (`quant_grid.wgsl`, with their grids emitted from
+//! `wgllm_core::quant::iq_grid` at template time, never copied by hand).
 //!
 //! Each kind says which `#if` flags and `{{NAME}}` values its variant sets; `shaders::source`
 //! calls [`Family::configure`] for the body.
@@ -16,6 +17,8 @@ const UPSCALE: &str = include_str!("kernels/upscale.wgsl");
 const REDUCE: &str = include_str!("kernels/reduce.wgsl");
 const MUL_MAT_ID: &str = include_str!("kernels/mul_mat_id.wgsl");
 const MOE_ROUTE: &str = include_str!("kernels/moe_route.wgsl");
+const MOE_SUM: &str = include_str!("kernels/moe_sum.wgsl");
+const MOE_ROUTER: &str = include_str!("kernels/moe_router.wgsl");
 const SEQ: &str = include_str!("kernels/seq.wgsl");
 const SCAN: &str = include_str!("kernels/scan.wgsl");
 const QUANT_GRID: &str = include_str!("kernels/quant_grid.wgsl");
@@ -84,6 +87,12 @@ pub enum Family {
     /// A mixture-of-experts product's (slot, token) columns bucketed by expert, one workgroup
     /// per bucket (`moe_route.wgsl`).
     MoeRoute,
+    /// The weighted sum of a mixture of experts' outputs, an invocation per element
+    /// (`moe_sum.wgsl`).
+    MoeSum,
+    /// A mixture-of-experts router's softmax, top-k and weights, one workgroup per token
+    /// (`moe_router.wgsl`).
+    MoeRouter,
     Seq(SeqKind),
     /// One row's draw from its candidates per workgroup.
     Sample,
@@ -129,6 +138,11 @@ impl Family {
             }
             Family::MulMatId => MUL_MAT_ID,
             Family::MoeRoute => MOE_ROUTE,
+            Family::MoeSum => MOE_SUM,
+            Family::MoeRouter => {
+                vars.push(("MAX_E", crate::ops::ROUTER_MAX_EXPERTS.to_string()));
+                MOE_ROUTER
+            }
             Family::Seq(k) => {
                 let (flag, body) = match k {
                     SeqKind::SsmConv => ("SSM_CONV", SEQ),

@@ -94,15 +94,12 @@ fn q8_0_kv_cache_session_matches_cpu() {
     compare(DType::Q8_0, DType::Q8_0);
 }
 
-/// Two experts, both picked (in the router's order, weighted by its probabilities): the
-/// 8-token chunk's 16 columns run the routed tiled kernels (8 an expert), the shorter chunks
-/// and the decode steps the mat-vec's ID.
-#[test]
-fn q8_0_qwen3moe_session_matches_cpu() {
+/// A qwen3moe session of `n_expert` experts, `n_used` a token, q8_0 weights.
+fn qwen3moe(n_expert: u64, n_used: u64) {
     let arch = SynthArch::Qwen3Moe {
         head_dim: 32,
-        n_expert: 2,
-        n_used: 2,
+        n_expert,
+        n_used,
         n_ff_exp: 64,
     };
     let shape = LlamaShape {
@@ -112,4 +109,18 @@ fn q8_0_qwen3moe_session_matches_cpu() {
     let bytes = model_gguf(arch, &shape, DType::Q8_0, 7).unwrap_or_else(|e| panic!("{e}"));
     let f = GgufFile::from_bytes(Bytes::from(bytes)).unwrap_or_else(|e| panic!("{e}"));
     compare_file(&f, DType::Q8_0, DType::F16);
+}
+
+/// Eight experts, two a token: the fused router picks and renormalizes (`moe_router.wgsl`),
+/// the products run the mat-vec's ID, `moe_sum.wgsl` weighs and sums them.
+#[test]
+fn q8_0_qwen3moe_session_matches_cpu() {
+    qwen3moe(8, 2);
+}
+
+/// Two experts, both picked: the 8-token chunk's 16 columns run the routed tiled kernels (8
+/// an expert), the shorter chunks and the decode steps the mat-vec's ID.
+#[test]
+fn q8_0_qwen3moe_routed_prefill_matches_cpu() {
+    qwen3moe(2, 2);
 }

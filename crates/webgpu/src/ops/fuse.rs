@@ -12,6 +12,15 @@
 //! - mat-vec + residual: `add(mul_mat(W, x), r)` (either order) with r of the product's shape,
 //!   when the product takes the mat-vec path → `mul_mat_vec.wgsl` with ADD (the attention
 //!   output and FFN down projections of every block).
+//! - expert sum: `add(… add(view(x, 0), view(x, 1)) …, view(x, n - 1))`, the views slot i of
+//!   `x = mul(outputs, weights)` ([e, n, t] times [1, n, t]), each add and view read only by
+//!   the next add and x only by the views → `moe_sum.wgsl` (a mixture-of-experts FFN's
+//!   weighted sum: n dispatches become one).
+//! - expert router: `get_rows(reshape(p), top_k(p, k))` with `p = soft_max(logits)` (no mask,
+//!   sinks or scale), the weights, or those reshaped and divided by their `sum_rows`
+//!   (renormalized) → `moe_router.wgsl`, anchored at the weights, writing the top-k ids too:
+//!   nothing between the top_k and the anchor may read them (a mixture-of-experts FFN's
+//!   router: five dispatches become one).
 //! - gate/up GLU: `glu_split(mul_mat(Wg, x), mul_mat(Wu, x))` with the same x, weight shape and
 //!   dtype → `mul_mat_vec.wgsl` with GLU, both rows decoded by the same lanes (FFN of every
 //!   block: three dispatches become one).
@@ -47,7 +56,7 @@ use wgllm_core::op::BinaryOp;
 use wgllm_core::{DType, Graph, Op, Result, TensorId};
 
 use super::matmul::VecNorm;
-use super::{attention, matmul, nn, plan_node, validate, Ctx, Dispatch};
+use super::{attention, matmul, moe, nn, plan_node, validate, Ctx, Dispatch};
 use crate::device::Capabilities;
 use crate::shaders::NormKind;
 
@@ -165,6 +174,11 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
     if let Op::Rope(p) = &anchor.node.op {
         return rope_pair(anchor, p);
     }
+    if let Op::GetRows | Op::Binary(BinaryOp::Div) = anchor.node.op {
+        if let Some(found) = expert_router(anchor, uses)? {
+            return Ok(Some(found));
+        }
+    }
     if anchor.node.op == Op::SetRows {
         if let Some(found) = attention_input(anchor, uses)? {
             return Ok(Some(found));
@@ -196,6 +210,9 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
             Ok(Some((vec![norm], d)))
         }
         BinaryOp::Add => {
+            if let Some(found) = expert_sum(anchor, uses)? {
+                return Ok(Some(found));
+            }
             for (mm, r) in [(s0, 1), (s1, 0)] {
                 if g.node(mm).op != Op::MulMat || !private(mm) {
                     continue;
@@ -214,6 +231,95 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
         }
         _ => Ok(None),
     }
+}
+
+/// The expert sum pattern anchored at its last add (see the module's list).
+fn expert_sum(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+    let g = anchor.graph;
+    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
+    // Down the chain's left operands, the slot views from the last.
+    let (mut views, mut parts) = (Vec::new(), Vec::new());
+    let mut t = anchor.id;
+    while let Op::Binary(BinaryOp::Add) = g.node(t).op {
+        if t != anchor.id {
+            if !private(t) {
+                return Ok(None);
+            }
+            parts.push(t);
+        }
+        views.push(g.node(t).src(1)?);
+        t = g.node(t).src(0)?;
+    }
+    if g.node(t).op != Op::View {
+        return Ok(None);
+    }
+    views.push(t);
+    views.reverse();
+    let x = g.node(t).src(0)?;
+    let (lx, n) = (&g.node(x).layout, views.len());
+    let slot_of_x = |(i, &v): (usize, &TensorId)| {
+        let (node, lv) = (g.node(v), &g.node(v).layout);
+        node.op == Op::View
+            && node.srcs[0] == Some(x)
+            && private(v)
+            && lv.ne == [lx.ne[0], lx.ne[2], 1, 1]
+            && lv.nb[..2] == [lx.nb[0], lx.nb[2]]
+            && lv.offset == lx.offset + i as u64 * lx.nb[1]
+    };
+    let slots = views.iter().enumerate().all(slot_of_x);
+    let mul = g.node(x).op == Op::Binary(BinaryOp::Mul);
+    let x_read = uses[x.index()] == n && !g.outputs().contains(&x);
+    if !slots || !mul || !x_read || lx.ne[1] != n as u64 {
+        return Ok(None);
+    }
+    let d = moe::expert_sum(&ctx(g, x, anchor.caps)?, anchor.out())?;
+    parts.push(x);
+    parts.extend(views);
+    Ok(d.map(|d| (parts, d)))
+}
+
+/// The expert router pattern anchored at its weights (see the module's list).
+fn expert_router(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+    let g = anchor.graph;
+    let only = |t: TensorId, n: usize| uses[t.index()] == n && !g.outputs().contains(&t);
+    let (mut parts, mut rows) = (Vec::new(), anchor.id);
+    let norm = anchor.node.op == Op::Binary(BinaryOp::Div);
+    if norm {
+        let (w, s) = (anchor.node.src(0)?, anchor.node.src(1)?);
+        let sum = g.node(s).op == Op::SumRows && g.node(s).srcs[0] == Some(w) && only(s, 1);
+        if g.node(w).op != Op::Reshape || !only(w, 2) || !sum {
+            return Ok(None);
+        }
+        rows = g.node(w).src(0)?;
+        if !only(rows, 1) {
+            return Ok(None);
+        }
+        parts.extend([rows, w, s]);
+    }
+    if g.node(rows).op != Op::GetRows {
+        return Ok(None);
+    }
+    let (pr, picked) = (g.node(rows).src(0)?, g.node(rows).src(1)?);
+    if g.node(pr).op != Op::Reshape || !only(pr, 1) {
+        return Ok(None);
+    }
+    let probs = g.node(pr).src(0)?;
+    let (Op::TopK { k }, Op::SoftMax { scale, max_bias }) = (&g.node(picked).op, &g.node(probs).op)
+    else {
+        return Ok(None);
+    };
+    let plain =
+        *scale == 1.0 && *max_bias == 0.0 && g.node(probs).srcs[1..].iter().all(Option::is_none);
+    if g.node(picked).src(0)? != probs || !plain || !only(probs, 2) {
+        return Ok(None);
+    }
+    parts.extend([probs, pr, picked]);
+    if read_before(g, &parts, anchor.id) {
+        return Ok(None);
+    }
+    let ids = ctx(g, picked, anchor.caps)?.out();
+    let d = moe::router(&ctx(g, probs, anchor.caps)?, ids, anchor.out(), (*k, norm))?;
+    Ok(d.map(|d| (parts, d)))
 }
 
 /// The attention output pattern: the product `mm` of a reshaped flash attention result (each

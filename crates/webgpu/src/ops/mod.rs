@@ -50,6 +50,7 @@ mod nn;
 mod reduce;
 mod rows;
 mod sample;
+pub(crate) use moe::ROUTER_MAX_EXPERTS;
 pub(crate) use sample::MAX_K as SAMPLE_MAX_K;
 mod seq;
 mod shape;

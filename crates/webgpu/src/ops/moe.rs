@@ -26,6 +26,11 @@ use crate::variants::Family;
 const TILED_COLS_PER_EXPERT: u64 = 8;
 /// Invocations of a `moe_route.wgsl` workgroup.
 const ROUTE_WG: u32 = 256;
+/// The most experts `moe_router.wgsl` holds in workgroup memory (three words each), and its
+/// invocations: one per expert for Qwen3-30B-A3B's 128 (its rounds of top-k are a reduction
+/// across the workgroup each).
+pub(crate) const ROUTER_MAX_EXPERTS: u32 = 1024;
+const ROUTER_WG: u32 = 128;
 
 /// Invocations per workgroup (a power of two: the reduction halves it).
 const WG: u32 = 64;
@@ -135,6 +140,88 @@ fn mul_mat_id_tiled(ctx: &Ctx) -> Result<Option<Vec<Dispatch>>> {
     Ok(Some(vec![route, product]))
 }
 
+fn sum_key() -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::Family(Family::MoeSum),
+        dtypes: vec![DType::F32; 3],
+        wg: super::WG_ELEMENTWISE,
+    }
+}
+
+/// The weighted sum of a mixture of experts' outputs into `dst` [n_embd, n_tokens] (the
+/// `fuse.rs` pattern): `x` the `mul` of the outputs [n_embd, n_used, n_tokens] (its source
+/// 0) and their weights [1, n_used, n_tokens] (source 1), all f32.
+pub(super) fn expert_sum(x: &Ctx, dst: Operand) -> Result<Option<Vec<Dispatch>>> {
+    let (e, w) = (x.src(0)?, x.src(1)?);
+    let (ee, ew) = (e.layout.ne, w.layout.ne);
+    let ok = [e.dtype, w.dtype, dst.dtype] == [DType::F32; 3]
+        && ew == [1, ee[1], ee[2], 1]
+        && ee[3] == 1
+        && dst.layout.ne == [ee[0], ee[2], 1, 1];
+    if !ok {
+        return Ok(None);
+    }
+    let n = ee[0] * ee[2];
+    Ok(Some(vec![x.per_item(
+        sum_key(),
+        vec![e, w, dst],
+        [0; OP_WORDS],
+        n,
+    )?]))
+}
+
+fn router_key() -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::Family(Family::MoeRouter),
+        dtypes: vec![DType::F32, DType::I32, DType::F32],
+        wg: ROUTER_WG,
+    }
+}
+
+/// A mixture-of-experts router (the `fuse.rs` pattern): the softmax `probs` of the router
+/// logits (its context), its top `k` into `ids` [k, n_tokens] and their probabilities (with
+/// `norm` divided by their sum) into `dst` ([k, n_tokens] or [1, k, n_tokens]), one workgroup
+/// per token.
+pub(super) fn router(
+    probs: &Ctx,
+    ids: Operand,
+    dst: Operand,
+    (k, norm): (u32, bool),
+) -> Result<Option<Vec<Dispatch>>> {
+    let logits = probs.src(0)?;
+    let [n_exp, tokens, ..] = logits.layout.ne;
+    // dst's strides along the slots and the tokens, in elements.
+    let (l, f) = (&dst.layout, 4);
+    let strides = match l.ne {
+        [1, s, t, 1] if s == u64::from(k) && t == tokens => (l.nb[1] / f, l.nb[2] / f),
+        [s, t, 1, 1] if s == u64::from(k) && t == tokens => (l.nb[0] / f, l.nb[1] / f),
+        _ => return Ok(None),
+    };
+    let ok = logits.dtype == DType::F32
+        && logits.layout.ne[2..] == [1, 1]
+        && n_exp <= u64::from(ROUTER_MAX_EXPERTS)
+        && ids.dtype == DType::I32
+        && ids.layout.ne == [u64::from(k), tokens, 1, 1]
+        && dst.dtype == DType::F32;
+    if !ok {
+        return Ok(None);
+    }
+    let mut op = [0; OP_WORDS];
+    for (i, v) in [n_exp, u64::from(k), u64::from(norm), strides.0, strides.1]
+        .into_iter()
+        .enumerate()
+    {
+        op[i] = probs.items(v)?;
+    }
+    Ok(Some(vec![Dispatch {
+        key: router_key(),
+        operands: vec![logits, ids, dst],
+        op_words: op,
+        items: probs.items(tokens)?,
+        groups: probs.grid(tokens, 1)?,
+    }]))
+}
+
 #[cfg(test)]
 pub(super) fn keys() -> Vec<PipelineKey> {
     let mut keys: Vec<PipelineKey> = [DType::F32, DType::F16, DType::BF16]
@@ -144,5 +231,85 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .collect();
     keys.push(key(DType::F16, DType::F16));
     keys.push(route_key());
+    keys.push(sum_key());
+    keys.push(router_key());
     keys
+}
+
+#[cfg(test)]
+mod tests {
+    use wgllm_core::op::BinaryOp;
+    use wgllm_core::{DType, Graph};
+
+    use crate::ops::{plan_graph, test_caps};
+    use crate::shaders::Kernel;
+    use crate::variants::Family;
+
+    /// `moe_ffn`'s weighting and sum of 8 experts' outputs plans as one `moe_sum.wgsl`
+    /// dispatch; with a slot's view also an output, as the mul and its 7 adds.
+    #[test]
+    fn the_weighted_sum_of_experts_is_one_dispatch() {
+        let kernels = |slot_out: bool| {
+            let mut g = Graph::new();
+            let x = g.input("x", DType::F32, [64, 8, 3, 1]).unwrap();
+            let w = g.input("w", DType::F32, [1, 8, 3, 1]).unwrap();
+            let y = g.mul(x, w).unwrap();
+            let nb = g.node(y).layout.nb;
+            let slot = |g: &mut Graph, i: u64| {
+                g.view(y, [64, 3, 1, 1], [nb[0], nb[2], nb[3], nb[3]], i * nb[1])
+                    .unwrap()
+            };
+            let mut r = slot(&mut g, 0);
+            for i in 1..8 {
+                let v = slot(&mut g, i);
+                r = g.add(r, v).unwrap();
+            }
+            g.mark_output(r).unwrap();
+            if slot_out {
+                let v = slot(&mut g, 1);
+                g.mark_output(v).unwrap();
+            }
+            let p = plan_graph(&g, &test_caps(false, 32, 32768)).unwrap();
+            p.dispatches
+                .iter()
+                .map(|d| d.key.kernel)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kernels(false), vec![Kernel::Family(Family::MoeSum)]);
+        assert_eq!(kernels(true).len(), 8);
+    }
+
+    /// `moe_ffn`'s router (softmax, top-k, the picked probabilities renormalized) plans as one
+    /// `moe_router.wgsl` dispatch, without the renormalization too; with the softmax also an
+    /// output, as its five.
+    #[test]
+    fn the_router_is_one_dispatch() {
+        let kernels = |norm: bool, probs_out: bool| {
+            let mut g = Graph::new();
+            let logits = g.input("logits", DType::F32, [128, 3, 1, 1]).unwrap();
+            let probs = g.soft_max(logits, None, None, 1.0, 0.0).unwrap();
+            let picked = g.top_k(probs, 8).unwrap();
+            let rows = g.reshape(probs, [1, 128, 3, 1]).unwrap();
+            let mut w = g.get_rows(rows, picked).unwrap();
+            if norm {
+                let r = g.reshape(w, [8, 3, 1, 1]).unwrap();
+                let sum = g.sum_rows(r).unwrap();
+                w = g.binary(r, sum, BinaryOp::Div).unwrap();
+            }
+            g.mark_output(w).unwrap();
+            g.mark_output(picked).unwrap();
+            if probs_out {
+                g.mark_output(probs).unwrap();
+            }
+            let p = plan_graph(&g, &test_caps(false, 32, 32768)).unwrap();
+            p.dispatches
+                .iter()
+                .map(|d| d.key.kernel)
+                .collect::<Vec<_>>()
+        };
+        let router = vec![Kernel::Family(Family::MoeRouter)];
+        assert_eq!(kernels(true, false), router);
+        assert_eq!(kernels(false, false), router);
+        assert_eq!(kernels(true, true).len(), 5);
+    }
 }

@@ -2,7 +2,7 @@
 //! backend plans as one dispatch (the CPU runs it node by node), and a near miss it must not
 //! fuse. The op name is the pattern's, prefixed `FUSED`.
 
-use wgllm_core::op::{GluOp, RopeMode};
+use wgllm_core::op::{BinaryOp, GluOp, RopeMode};
 use wgllm_core::DType;
 
 use super::cases::{case, distinct_rows, f16_tol, input, weight, MATMUL};
@@ -671,6 +671,76 @@ fn attention_output_cases(out: &mut Vec<Case>) {
     out.push(attention_output_case(DType::Q4_0, (64, 4, 2, 40, 1), true));
 }
 
+/// A mixture-of-experts FFN's weighted sum of its `n_used` experts' outputs [e, n_used, n]
+/// (`moe_ffn`'s `mul` and slot adds); `slot_out`: slot 1's view is also an output, which
+/// keeps the pattern unfused.
+fn expert_sum_case((e, n_used, n): (u64, u64, u64), slot_out: bool) -> Case {
+    let desc =
+        format!("FUSED expert sum [{e},{n_used},{n}] x [1,{n_used},{n}] (slot out: {slot_out})");
+    case("FUSED_EXPERT_SUM", desc, MATMUL, move |g, rng| {
+        let mut b = Built::default();
+        let x = input(g, rng, &mut b, DType::F32, [e, n_used, n, 1], -2.0, 2.0)?;
+        let w = input(g, rng, &mut b, DType::F32, [1, n_used, n, 1], 0.0, 1.0)?;
+        let y = g.mul(x, w)?;
+        let nb = g.node(y).layout.nb;
+        let mut slots = Vec::new();
+        for i in 0..n_used {
+            slots.push(g.view(y, [e, n, 1, 1], [nb[0], nb[2], nb[3], nb[3]], i * nb[1])?);
+        }
+        let mut r = slots[0];
+        for &v in &slots[1..] {
+            r = g.add(r, v)?;
+        }
+        g.mark_output(r)?;
+        if slot_out {
+            g.mark_output(slots[1])?;
+        }
+        Ok(b)
+    })
+}
+
+fn expert_sum_cases(out: &mut Vec<Case>) {
+    for shape in [(64, 8, 1), (33, 2, 5), (2048, 8, 3)] {
+        out.push(expert_sum_case(shape, false));
+    }
+    out.push(expert_sum_case((64, 4, 2), true));
+}
+
+/// A mixture-of-experts router over `n_expert` experts for `n` tokens: the softmax of random
+/// logits, the top `k` ids and their weights (with `norm` renormalized), both outputs;
+/// `probs_out`: the softmax is an output too, which keeps the pattern unfused.
+fn expert_router_case((n_expert, k, n): (u64, u32, u64), norm: bool, probs_out: bool) -> Case {
+    let desc = format!(
+        "FUSED expert router {n_expert} experts, top {k}, {n} tokens (norm: {norm}, probs out: {probs_out})"
+    );
+    case("FUSED_EXPERT_ROUTER", desc, MATMUL, move |g, rng| {
+        let mut b = Built::default();
+        let logits = input(g, rng, &mut b, DType::F32, [n_expert, n, 1, 1], -4.0, 4.0)?;
+        let probs = g.soft_max(logits, None, None, 1.0, 0.0)?;
+        let picked = g.top_k(probs, k)?;
+        let rows = g.reshape(probs, [1, n_expert, n, 1])?;
+        let mut weights = g.get_rows(rows, picked)?;
+        if norm {
+            let w = g.reshape(weights, [u64::from(k), n, 1, 1])?;
+            let sum = g.sum_rows(w)?;
+            weights = g.binary(w, sum, BinaryOp::Div)?;
+        }
+        g.mark_output(weights)?;
+        g.mark_output(picked)?;
+        if probs_out {
+            g.mark_output(probs)?;
+        }
+        Ok(b)
+    })
+}
+
+fn expert_router_cases(out: &mut Vec<Case>) {
+    out.push(expert_router_case((128, 8, 3), true, false));
+    out.push(expert_router_case((8, 2, 5), false, false));
+    out.push(expert_router_case((300, 4, 1), true, false));
+    out.push(expert_router_case((64, 6, 2), true, true));
+}
+
 /// Appends the fusion cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     norm_mul_cases(out);
@@ -682,4 +752,6 @@ pub(super) fn add(out: &mut Vec<Case>) {
     kv_store_cases(out);
     attention_input_cases(out);
     attention_output_cases(out);
+    expert_sum_cases(out);
+    expert_router_cases(out);
 }
