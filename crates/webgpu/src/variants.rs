@@ -87,9 +87,11 @@ pub enum Family {
     /// A mixture-of-experts product's (slot, token) columns bucketed by expert, one workgroup
     /// per bucket (`moe_route.wgsl`).
     MoeRoute,
-    /// The weighted sum of a mixture of experts' outputs, an invocation per element
-    /// (`moe_sum.wgsl`).
-    MoeSum,
+    /// The weighted sum of a mixture of experts' outputs [plus a residual], an invocation per
+    /// element (`moe_sum.wgsl`).
+    MoeSum {
+        residual: bool,
+    },
     /// A mixture-of-experts router's softmax, top-k and weights, one workgroup per token
     /// (`moe_router.wgsl`).
     MoeRouter,
@@ -138,7 +140,13 @@ impl Family {
             }
             Family::MulMatId => MUL_MAT_ID,
             Family::MoeRoute => MOE_ROUTE,
-            Family::MoeSum => MOE_SUM,
+            Family::MoeSum { residual } => {
+                if residual {
+                    flags.push("RESIDUAL");
+                }
+                vars.push(("D", (2 + u32::from(residual)).to_string()));
+                MOE_SUM
+            }
             Family::MoeRouter => {
                 vars.push(("MAX_E", crate::ops::ROUTER_MAX_EXPERTS.to_string()));
                 MOE_ROUTER

@@ -14,8 +14,9 @@
 //!   output and FFN down projections of every block).
 //! - expert sum: `add(… add(view(x, 0), view(x, 1)) …, view(x, n - 1))`, the views slot i of
 //!   `x = mul(outputs, weights)` ([e, n, t] times [1, n, t]), each add and view read only by
-//!   the next add and x only by the views → `moe_sum.wgsl` (a mixture-of-experts FFN's
-//!   weighted sum: n dispatches become one).
+//!   the next add and x only by the views, and a residual added to it or not →
+//!   `moe_sum.wgsl` (a mixture-of-experts FFN's weighted sum and residual: n + 1 dispatches
+//!   become one).
 //! - expert router: `get_rows(reshape(p), top_k(p, k))` with `p = soft_max(logits)` (no mask,
 //!   sinks or scale), the weights, or those reshaped and divided by their `sum_rows`
 //!   (renormalized) → `moe_router.wgsl`, anchored at the weights, writing the top-k ids too:
@@ -233,15 +234,48 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
     }
 }
 
-/// The expert sum pattern anchored at its last add (see the module's list).
+/// The expert sum pattern anchored at its last add, or at the add of a residual to it (see
+/// the module's list).
 fn expert_sum(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
     let g = anchor.graph;
     let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
+    let (residual, (mut parts, x)) = match expert_chain(g, anchor.id, uses)? {
+        Some(chain) => (None, chain),
+        None => {
+            let (s0, s1) = (anchor.node.src(0)?, anchor.node.src(1)?);
+            let mut found = None;
+            for (sum, r) in [(s0, 1), (s1, 0)] {
+                let add = g.node(sum).op == Op::Binary(BinaryOp::Add) && private(sum);
+                if let (true, Some((mut parts, x))) = (add, expert_chain(g, sum, uses)?) {
+                    parts.push(sum);
+                    found = Some((Some(anchor.src(r)?), (parts, x)));
+                    break;
+                }
+            }
+            match found {
+                Some(f) => f,
+                None => return Ok(None),
+            }
+        }
+    };
+    let d = moe::expert_sum(&ctx(g, x, anchor.caps)?, residual, anchor.out())?;
+    parts.push(x);
+    Ok(d.map(|d| (parts, d)))
+}
+
+/// The chain of adds of the slot views of `x = mul(outputs, weights)` that ends at the add
+/// `last`: the adds before it and the views (the nodes it absorbs), and x.
+fn expert_chain(
+    g: &Graph,
+    last: TensorId,
+    uses: &[usize],
+) -> Result<Option<(Vec<TensorId>, TensorId)>> {
+    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
     // Down the chain's left operands, the slot views from the last.
     let (mut views, mut parts) = (Vec::new(), Vec::new());
-    let mut t = anchor.id;
+    let mut t = last;
     while let Op::Binary(BinaryOp::Add) = g.node(t).op {
-        if t != anchor.id {
+        if t != last {
             if !private(t) {
                 return Ok(None);
             }
@@ -272,10 +306,8 @@ fn expert_sum(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec
     if !slots || !mul || !x_read || lx.ne[1] != n as u64 {
         return Ok(None);
     }
-    let d = moe::expert_sum(&ctx(g, x, anchor.caps)?, anchor.out())?;
-    parts.push(x);
     parts.extend(views);
-    Ok(d.map(|d| (parts, d)))
+    Ok(Some((parts, x)))
 }
 
 /// The expert router pattern anchored at its weights (see the module's list).

@@ -140,34 +140,39 @@ fn mul_mat_id_tiled(ctx: &Ctx) -> Result<Option<Vec<Dispatch>>> {
     Ok(Some(vec![route, product]))
 }
 
-fn sum_key() -> PipelineKey {
+fn sum_key(residual: bool) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Family(Family::MoeSum),
-        dtypes: vec![DType::F32; 3],
+        kernel: Kernel::Family(Family::MoeSum { residual }),
+        dtypes: vec![DType::F32; 3 + usize::from(residual)],
         wg: super::WG_ELEMENTWISE,
     }
 }
 
-/// The weighted sum of a mixture of experts' outputs into `dst` [n_embd, n_tokens] (the
-/// `fuse.rs` pattern): `x` the `mul` of the outputs [n_embd, n_used, n_tokens] (its source
-/// 0) and their weights [1, n_used, n_tokens] (source 1), all f32.
-pub(super) fn expert_sum(x: &Ctx, dst: Operand) -> Result<Option<Vec<Dispatch>>> {
+/// The weighted sum of a mixture of experts' outputs, plus `residual` when given, into `dst`
+/// [n_embd, n_tokens] (the `fuse.rs` pattern): `x` the `mul` of the outputs [n_embd, n_used,
+/// n_tokens] (its source 0) and their weights [1, n_used, n_tokens] (source 1), all f32.
+pub(super) fn expert_sum(
+    x: &Ctx,
+    residual: Option<Operand>,
+    dst: Operand,
+) -> Result<Option<Vec<Dispatch>>> {
     let (e, w) = (x.src(0)?, x.src(1)?);
     let (ee, ew) = (e.layout.ne, w.layout.ne);
+    let r_ok = residual
+        .as_ref()
+        .is_none_or(|r| r.dtype == DType::F32 && r.layout.ne == dst.layout.ne);
     let ok = [e.dtype, w.dtype, dst.dtype] == [DType::F32; 3]
         && ew == [1, ee[1], ee[2], 1]
         && ee[3] == 1
-        && dst.layout.ne == [ee[0], ee[2], 1, 1];
+        && dst.layout.ne == [ee[0], ee[2], 1, 1]
+        && r_ok;
     if !ok {
         return Ok(None);
     }
+    let key = sum_key(residual.is_some());
+    let operands = [e, w].into_iter().chain(residual).chain([dst]).collect();
     let n = ee[0] * ee[2];
-    Ok(Some(vec![x.per_item(
-        sum_key(),
-        vec![e, w, dst],
-        [0; OP_WORDS],
-        n,
-    )?]))
+    Ok(Some(vec![x.per_item(key, operands, [0; OP_WORDS], n)?]))
 }
 
 fn router_key() -> PipelineKey {
@@ -231,7 +236,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .collect();
     keys.push(key(DType::F16, DType::F16));
     keys.push(route_key());
-    keys.push(sum_key());
+    keys.extend([sum_key(false), sum_key(true)]);
     keys.push(router_key());
     keys
 }
@@ -245,11 +250,12 @@ mod tests {
     use crate::shaders::Kernel;
     use crate::variants::Family;
 
-    /// `moe_ffn`'s weighting and sum of 8 experts' outputs plans as one `moe_sum.wgsl`
-    /// dispatch; with a slot's view also an output, as the mul and its 7 adds.
+    /// `moe_ffn`'s weighting and sum of 8 experts' outputs, and the residual added to it,
+    /// plans as one `moe_sum.wgsl` dispatch; with a slot's view also an output, as the mul
+    /// and its 7 adds.
     #[test]
     fn the_weighted_sum_of_experts_is_one_dispatch() {
-        let kernels = |slot_out: bool| {
+        let kernels = |slot_out: bool, residual: bool| {
             let mut g = Graph::new();
             let x = g.input("x", DType::F32, [64, 8, 3, 1]).unwrap();
             let w = g.input("w", DType::F32, [1, 8, 3, 1]).unwrap();
@@ -264,6 +270,10 @@ mod tests {
                 let v = slot(&mut g, i);
                 r = g.add(r, v).unwrap();
             }
+            if residual {
+                let h = g.input("h", DType::F32, [64, 3, 1, 1]).unwrap();
+                r = g.add(r, h).unwrap();
+            }
             g.mark_output(r).unwrap();
             if slot_out {
                 let v = slot(&mut g, 1);
@@ -275,8 +285,10 @@ mod tests {
                 .map(|d| d.key.kernel)
                 .collect::<Vec<_>>()
         };
-        assert_eq!(kernels(false), vec![Kernel::Family(Family::MoeSum)]);
-        assert_eq!(kernels(true).len(), 8);
+        let sum = |residual| vec![Kernel::Family(Family::MoeSum { residual })];
+        assert_eq!(kernels(false, false), sum(false));
+        assert_eq!(kernels(false, true), sum(true));
+        assert_eq!(kernels(true, false).len(), 8);
     }
 
     /// `moe_ffn`'s router (softmax, top-k, the picked probabilities renormalized) plans as one

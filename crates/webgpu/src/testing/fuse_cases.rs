@@ -672,11 +672,17 @@ fn attention_output_cases(out: &mut Vec<Case>) {
 }
 
 /// A mixture-of-experts FFN's weighted sum of its `n_used` experts' outputs [e, n_used, n]
-/// (`moe_ffn`'s `mul` and slot adds); `slot_out`: slot 1's view is also an output, which
-/// keeps the pattern unfused.
-fn expert_sum_case((e, n_used, n): (u64, u64, u64), slot_out: bool) -> Case {
-    let desc =
-        format!("FUSED expert sum [{e},{n_used},{n}] x [1,{n_used},{n}] (slot out: {slot_out})");
+/// (`moe_ffn`'s `mul` and slot adds), with a residual added after (`Some(false)`) or before
+/// (`Some(true)`) or not; `slot_out`: slot 1's view is also an output, which keeps the
+/// pattern unfused.
+fn expert_sum_case(
+    (e, n_used, n): (u64, u64, u64),
+    residual: Option<bool>,
+    slot_out: bool,
+) -> Case {
+    let desc = format!(
+        "FUSED expert sum [{e},{n_used},{n}] x [1,{n_used},{n}] (residual first: {residual:?}, slot out: {slot_out})"
+    );
     case("FUSED_EXPERT_SUM", desc, MATMUL, move |g, rng| {
         let mut b = Built::default();
         let x = input(g, rng, &mut b, DType::F32, [e, n_used, n, 1], -2.0, 2.0)?;
@@ -691,6 +697,10 @@ fn expert_sum_case((e, n_used, n): (u64, u64, u64), slot_out: bool) -> Case {
         for &v in &slots[1..] {
             r = g.add(r, v)?;
         }
+        if let Some(first) = residual {
+            let h = input(g, rng, &mut b, DType::F32, [e, n, 1, 1], -2.0, 2.0)?;
+            r = if first { g.add(h, r)? } else { g.add(r, h)? };
+        }
         g.mark_output(r)?;
         if slot_out {
             g.mark_output(slots[1])?;
@@ -701,9 +711,12 @@ fn expert_sum_case((e, n_used, n): (u64, u64, u64), slot_out: bool) -> Case {
 
 fn expert_sum_cases(out: &mut Vec<Case>) {
     for shape in [(64, 8, 1), (33, 2, 5), (2048, 8, 3)] {
-        out.push(expert_sum_case(shape, false));
+        out.push(expert_sum_case(shape, None, false));
     }
-    out.push(expert_sum_case((64, 4, 2), true));
+    out.push(expert_sum_case((2048, 8, 1), Some(false), false));
+    out.push(expert_sum_case((33, 3, 4), Some(true), false));
+    out.push(expert_sum_case((64, 4, 2), None, true));
+    out.push(expert_sum_case((64, 4, 2), Some(false), true));
 }
 
 /// A mixture-of-experts router over `n_expert` experts for `n` tokens: the softmax of random
