@@ -209,6 +209,9 @@ pub enum VecEpilogue {
     /// ggml_mul_mat_id: src0 holds the experts' weights (dim 2), src2 the i32 expert ids, and
     /// each workgroup column (workgroup z) is one (expert slot, token) of the result.
     Id,
+    /// [`VecEpilogue::Id`] and [`VecEpilogue::Glu`] together: the gate experts (src0) and the
+    /// up experts (src2) of each column's expert, ids at src3, `EXPR(x, g)` stored.
+    IdGlu { expr: &'static str },
 }
 
 /// How `top_k.wgsl` covers a row.
@@ -290,7 +293,7 @@ impl VecSlots {
         let sources = match epilogue {
             VecEpilogue::None => 2,
             VecEpilogue::Add | VecEpilogue::Glu { .. } | VecEpilogue::Id => 3,
-            VecEpilogue::Qkv | VecEpilogue::QkvRope { .. } => 4,
+            VecEpilogue::Qkv | VecEpilogue::QkvRope { .. } | VecEpilogue::IdGlu { .. } => 4,
         };
         let p = sources + usize::from(norm);
         // Frequency factors are bound only when the rotation has them.
@@ -469,7 +472,7 @@ pub(crate) fn read_only(key: &PipelineKey) -> u32 {
             epilogue,
             ..
         } => match epilogue {
-            VecEpilogue::Glu { .. } => 0b101,
+            VecEpilogue::Glu { .. } | VecEpilogue::IdGlu { .. } => 0b101,
             VecEpilogue::Qkv | VecEpilogue::QkvRope { .. } => 0b1101,
             VecEpilogue::None | VecEpilogue::Add | VecEpilogue::Id => 0b1,
         },
@@ -521,7 +524,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         let glu = matches!(
             key.kernel,
             Kernel::MulMatVec {
-                epilogue: VecEpilogue::Glu { .. },
+                epilogue: VecEpilogue::Glu { .. } | VecEpilogue::IdGlu { .. },
                 ..
             }
         );
@@ -568,7 +571,8 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             epilogue: VecEpilogue::Glu { .. }
                 | VecEpilogue::Qkv
                 | VecEpilogue::QkvRope { .. }
-                | VecEpilogue::Id,
+                | VecEpilogue::Id
+                | VecEpilogue::IdGlu { .. },
             ..
         }
     );
@@ -871,9 +875,19 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             match epilogue {
                 VecEpilogue::None => {}
                 VecEpilogue::Add => flags.push("ADD"),
-                VecEpilogue::Id => flags.push("ID"),
+                VecEpilogue::Id => {
+                    flags.push("ID");
+                    vars.push(("IDS", "2".into()));
+                }
                 VecEpilogue::Glu { expr } => {
                     flags.push("GLU");
+                    vars.push(("EXPR", expr.to_string()));
+                    activations = true;
+                    weights = 2;
+                }
+                VecEpilogue::IdGlu { expr } => {
+                    flags.extend(["ID", "GLU"]);
+                    vars.push(("IDS", "3".into()));
                     vars.push(("EXPR", expr.to_string()));
                     activations = true;
                     weights = 2;

@@ -20,7 +20,8 @@
 //   of dst [M, n_used, tokens]; its weight is expert ids[e, t] of src0 (dim 2; src2 the i32
 //   ids [n_used, tokens]) and its activations column e % src1.ne1 of token t. An id outside
 //   the experts reads expert 0 and stores NaN. With Q8X the activations' columns were rounded
-//   as one [K, ne1 · tokens] matrix: op_u(5) = ne1, op_u(6) = ne1 · tokens.
+//   as one [K, ne1 · tokens] matrix: op_u(5) = ne1, op_u(6) = ne1 · tokens. With GLU (IdGlu)
+//   src2 holds the up experts and the ids are src3 (binding IDS).
 // GLU: a second weight src2 of src0's shape and dtype; dst (binding 3) = EXPR(x, g) with x the
 //   product with src0 (the gate) and g the one with src2 (the up projection), as `glu.wgsl`.
 // QKV: three weights of one dtype and row length, src0 (op_u(1) rows), src2 (op_u(5)) and src3
@@ -270,10 +271,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
     let n_cols = op_u(2u);
 #if ID
-    let n_used = t_ne(2u, 0u);
+    let n_used = t_ne({{IDS}}u, 0u);
     let e_col = wid.z % n_used;
     let t_col = wid.z / n_used;
-    let id = src2[t_idx(2u, vec4<u32>(e_col, t_col, 0u, 0u))];
+    let id = src{{IDS}}[t_idx({{IDS}}u, vec4<u32>(e_col, t_col, 0u, 0u))];
     let id_ok = id >= 0 && u32(id) < t_ne(0u, 2u);
     let a2 = select(0u, u32(id), id_ok);
     let a3 = 0u;
@@ -565,7 +566,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #else
         let g = red[((RPW + r) * NC + c) * WG];
 #endif
+#if ID
+        store_dst(t_idx({{D}}u, o), select(bitcast<f32>(0x7fc00000u), {{EXPR}}, id_ok));
+#else
         store_dst(t_idx({{D}}u, o), {{EXPR}});
+#endif
 #else
 #if ID
         store_dst(t_idx({{D}}u, o), select(bitcast<f32>(0x7fc00000u), y, id_ok));

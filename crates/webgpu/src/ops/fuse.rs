@@ -24,7 +24,9 @@
 //!   router: five dispatches become one).
 //! - gate/up GLU: `glu_split(mul_mat(Wg, x), mul_mat(Wu, x))` with the same x, weight shape and
 //!   dtype → `mul_mat_vec.wgsl` with GLU, both rows decoded by the same lanes (FFN of every
-//!   block: three dispatches become one).
+//!   block: three dispatches become one). Likewise two mul_mat_id products of the same
+//!   activations and ids that take the mat-vec (decode) → `mul_mat_vec.wgsl` with ID and GLU
+//!   (a mixture-of-experts FFN: five dispatches with the activations' rounding become two).
 //! - q/k/v: three mat-vec products of one activation (`mul_mat(Wq, x)`, `mul_mat(Wk, x)`,
 //!   `mul_mat(Wv, x)`, nothing reading the first two before the third) → `mul_mat_vec.wgsl` with
 //!   QKV, anchored at the third (attention input of every block: three dispatches become one).
@@ -145,6 +147,18 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
         let (Ok(a), Ok(b)) = (anchor.node.src(0), anchor.node.src(1)) else {
             return Ok(None);
         };
+        let experts = [a, b]
+            .iter()
+            .all(|&t| g.node(t).op == Op::MulMatId && private(t));
+        if params.is_empty() && experts {
+            // Decode only: a prefill's routed tiles read each expert once per 64 columns.
+            let (gate, up) = (ctx(g, a, anchor.caps)?, ctx(g, b, anchor.caps)?);
+            if moe::routes_tiled(&gate)? {
+                return Ok(None);
+            }
+            let d = matmul::mul_mat_vec_id(&gate, Some((&up, expr, anchor.out())))?;
+            return Ok(d.map(|d| (vec![a, b], d)));
+        }
         let products = [a, b]
             .iter()
             .all(|&t| g.node(t).op == Op::MulMat && private(t));

@@ -298,7 +298,7 @@ fn vec_key(
     norm: bool,
 ) -> PipelineKey {
     let nw = match epilogue {
-        VecEpilogue::Glu { .. } => 2,
+        VecEpilogue::Glu { .. } | VecEpilogue::IdGlu { .. } => 2,
         _ => 1,
     };
     // A rotated pair's two rows are reduced by one workgroup.
@@ -314,6 +314,7 @@ fn vec_key(
         VecEpilogue::None => vec![a, f, f],
         VecEpilogue::Add => vec![a, f, f, f],
         VecEpilogue::Id => vec![a, f, DType::I32, f],
+        VecEpilogue::IdGlu { .. } => vec![a, f, a, DType::I32, f],
         VecEpilogue::Glu { .. } => vec![a, f, a, f],
         VecEpilogue::Qkv => vec![a, f, a, a, f, f, f],
         VecEpilogue::QkvRope { freq_factors, .. } => {
@@ -751,54 +752,6 @@ pub(super) fn mul_mat_vec_norm(mm: &Ctx, norm: &VecNorm) -> Result<Option<Vec<Di
     }
 }
 
-/// ggml_mul_mat_id (`srcs = [experts, b, ids]`, its context) through `mul_mat_vec.wgsl`'s ID:
-/// one workgroup column per (expert slot, token), each reading only its expert's rows, decoded
-/// as mul_mat's are; `None` where that path does not apply (weights without a unit decoder,
-/// activations not bound as vec4s, more columns than a grid dimension holds). The activations
-/// are rounded to int8 first ([`q8x`]'s policy, over the bytes of the experts a step can read:
-/// one per (slot, token), at most all of them) when their columns are one dense matrix.
-pub(super) fn mul_mat_vec_id(ctx: &Ctx) -> Result<Option<Vec<Dispatch>>> {
-    let (a, b, ids, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.src(2)?, ctx.out());
-    let cols = dst.layout.ne[1] * dst.layout.ne[2];
-    let ok = unit_decoded(a.dtype)
-        && unit_path(ctx, &a, &b)
-        && a.layout.ne[3] == 1
-        && b.layout.ne[3] == 1
-        && windows::fits(ctx, &a)
-        && dst.dtype == DType::F32
-        && ids.dtype == DType::I32
-        && (1..=super::MAX_GROUPS_PER_DIM).contains(&cols);
-    if !ok {
-        return Ok(None);
-    }
-    let (ea, eb, m) = (a.layout.ne, b.layout.ne, a.layout.ne[1]);
-    // b's columns [K, ne1 · tokens] as one matrix, where they are evenly spaced.
-    let mut flat = b.clone();
-    flat.layout.ne = [eb[0], eb[1] * eb[2], 1, 1];
-    let dense = eb[2] == 1 || b.layout.nb[2] == eb[1] * b.layout.nb[1];
-    let read = weight_bytes(&a) / ea[2] * cols.min(ea[2]);
-    let int8 = dense && q8x(ctx, a.dtype, read, &flat);
-    let mut out = Vec::new();
-    let scratch = quant_act(ctx, int8, &flat, None, &mut out)?;
-    let flags = (ctx.caps.subgroups, int8);
-    let key = vec_key(a.dtype, 1, VecEpilogue::Id, ea[0] / 32, m, flags, false);
-    let rpw = vec_rpw(&key);
-    let mut op = product_words(ctx, ea, [ea[0], 1, 1, 1], m, 0)?;
-    op[2] = 1;
-    op[5] = ctx.items(eb[1])?;
-    op[6] = ctx.items(eb[1] * eb[2])?;
-    let operands = vec![a, scratch.unwrap_or(b), ids, dst];
-    let key = bind_weights(ctx, key, &operands);
-    out.push(Dispatch {
-        key,
-        operands,
-        op_words: op,
-        items: ctx.items(m * cols)?,
-        groups: ctx.grid(m.div_ceil(rpw), cols)?,
-    });
-    Ok(Some(out))
-}
-
 /// A mat-vec's activations: f32 (with a norm in front of the product or not; rounded to int8
 /// by a dispatch of its own where the int8 policy says), or already rounded to int8 into a
 /// [`q8x_scratch`].
@@ -1092,8 +1045,13 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                     add(VecEpilogue::Qkv, norm);
                 }
                 add(VecEpilogue::None, true);
+                let id_glu = VecEpilogue::IdGlu {
+                    expr: super::nn::glu_expr(wgllm_core::op::GluOp::Swiglu).0,
+                };
                 for int8 in [false, f.1] {
-                    keys.push(vec_key(a, 1, VecEpilogue::Id, units, m, (f.0, int8), false));
+                    for e in [VecEpilogue::Id, id_glu] {
+                        keys.push(vec_key(a, 1, e, units, m, (f.0, int8), false));
+                    }
                 }
                 for norm in [false, true] {
                     for rope in [
@@ -1153,3 +1111,6 @@ pub(super) fn keys() -> Vec<PipelineKey> {
 
 #[cfg(test)]
 pub(crate) mod tests;
+mod vec_id;
+
+pub(super) use vec_id::mul_mat_vec_id;

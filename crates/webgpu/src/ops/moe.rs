@@ -61,7 +61,7 @@ pub(super) fn mul_mat_id(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     if let Some(d) = mul_mat_id_tiled(ctx)? {
         return Ok(d);
     }
-    if let Some(d) = super::matmul::mul_mat_vec_id(ctx)? {
+    if let Some(d) = super::matmul::mul_mat_vec_id(ctx, None)? {
         return Ok(d);
     }
     let (k, m) = (a.layout.ne[0], a.layout.ne[1]);
@@ -77,6 +77,22 @@ pub(super) fn mul_mat_id(ctx: &Ctx) -> Result<Vec<Dispatch>> {
         items: ctx.items(m * cols)?,
         groups: ctx.grid(m * cols, 1)?,
     }])
+}
+
+/// Whether the mul_mat_id of `ctx` runs the tiled kernels over routed columns
+/// ([`mul_mat_id_tiled`]).
+pub(super) fn routes_tiled(ctx: &Ctx) -> Result<bool> {
+    let (a, b, ids, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.src(2)?, ctx.out());
+    let (ea, eb, ed) = (a.layout.ne, b.layout.ne, dst.layout.ne);
+    let (n_exp, cols) = (ea[2], ed[1] * ed[2]);
+    Ok(cols >= TILED_COLS_PER_EXPERT * n_exp
+        && n_exp < MAX_GROUPS_PER_DIM
+        && super::matmul::unit_path(ctx, &a, &b)
+        && ea[3] == 1
+        && eb[3] == 1
+        && windows::fits(ctx, &a)
+        && ids.dtype == DType::I32
+        && dst.dtype == DType::F32)
 }
 
 fn route_key() -> PipelineKey {
@@ -95,20 +111,12 @@ fn route_key() -> PipelineKey {
 /// its tiles along n cover the tokens (each expert's columns when a token picks an expert
 /// once) and step over any more.
 fn mul_mat_id_tiled(ctx: &Ctx) -> Result<Option<Vec<Dispatch>>> {
-    let (a, b, ids, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.src(2)?, ctx.out());
-    let (ea, eb, ed) = (a.layout.ne, b.layout.ne, dst.layout.ne);
-    let (n_exp, cols) = (ea[2], ed[1] * ed[2]);
-    let ok = cols >= TILED_COLS_PER_EXPERT * n_exp
-        && n_exp < MAX_GROUPS_PER_DIM
-        && super::matmul::unit_path(ctx, &a, &b)
-        && ea[3] == 1
-        && eb[3] == 1
-        && windows::fits(ctx, &a)
-        && ids.dtype == DType::I32
-        && dst.dtype == DType::F32;
-    if !ok {
+    if !routes_tiled(ctx)? {
         return Ok(None);
     }
+    let (a, b, ids, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.src(2)?, ctx.out());
+    let (ea, ed) = (a.layout.ne, dst.layout.ne);
+    let (n_exp, cols) = (ea[2], ed[1] * ed[2]);
     let buckets = n_exp + 1;
     let routes = Operand::scratch(DType::I32, buckets * (1 + cols))?;
     let mut op = [0; OP_WORDS];
@@ -243,11 +251,11 @@ pub(super) fn keys() -> Vec<PipelineKey> {
 
 #[cfg(test)]
 mod tests {
-    use wgllm_core::op::BinaryOp;
+    use wgllm_core::op::{BinaryOp, GluOp};
     use wgllm_core::{DType, Graph};
 
     use crate::ops::{plan_graph, test_caps};
-    use crate::shaders::Kernel;
+    use crate::shaders::{Kernel, VecEpilogue};
     use crate::variants::Family;
 
     /// `moe_ffn`'s weighting and sum of 8 experts' outputs, and the residual added to it,
@@ -323,5 +331,37 @@ mod tests {
         assert_eq!(kernels(true, false), router);
         assert_eq!(kernels(false, false), router);
         assert_eq!(kernels(true, true).len(), 5);
+    }
+
+    /// A decode step's gate and up mul_mat_id and their GLU plan as one mat-vec (ID and GLU);
+    /// a prefill's, routed to the tiled kernels, stay three products and a GLU.
+    #[test]
+    fn gate_and_up_experts_fuse_with_their_glu_in_decode() {
+        let kernels = |tokens: u64| {
+            let mut g = Graph::new();
+            let bytes = bytes::Bytes::from(vec![0u8; 144 * 64 * 4]);
+            let wg = g.weight("gate", DType::Q4_K, [256, 64, 4, 1], bytes.clone());
+            let wu = g.weight("up", DType::Q4_K, [256, 64, 4, 1], bytes);
+            let x = g.input("x", DType::F32, [256, 1, tokens, 1]).unwrap();
+            let ids = g.input("ids", DType::I32, [2, tokens, 1, 1]).unwrap();
+            let gate = g.mul_mat_id(wg.unwrap(), x, ids).unwrap();
+            let up = g.mul_mat_id(wu.unwrap(), x, ids).unwrap();
+            let r = g.glu_split(gate, up, GluOp::Swiglu).unwrap();
+            g.mark_output(r).unwrap();
+            let p = plan_graph(&g, &test_caps(false, 32, 32768)).unwrap();
+            p.dispatches.iter().map(|d| d.key.kernel).collect::<Vec<_>>()
+        };
+        let decode = kernels(1);
+        assert_eq!(decode.len(), 1, "{decode:?}");
+        assert!(matches!(
+            decode[0],
+            Kernel::MulMatVec {
+                epilogue: VecEpilogue::IdGlu { .. },
+                ..
+            }
+        ));
+        let prefill = kernels(64);
+        assert_eq!(prefill.len(), 5, "{prefill:?}");
+        assert!(matches!(prefill[4], Kernel::Glu { .. }));
     }
 }

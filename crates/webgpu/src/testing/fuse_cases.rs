@@ -5,7 +5,7 @@
 use wgllm_core::op::{BinaryOp, GluOp, RopeMode};
 use wgllm_core::DType;
 
-use super::cases::{case, distinct_rows, f16_tol, input, weight, MATMUL};
+use super::cases::{case, distinct_rows, f16_tol, input, weight, MATMUL, MATMUL_F16};
 use super::nn_cases::{freq_factors, rope_params};
 use super::{random_bytes, Built, Case};
 
@@ -754,6 +754,39 @@ fn expert_router_cases(out: &mut Vec<Case>) {
     out.push(expert_router_case((64, 6, 2), true, true));
 }
 
+/// The GLU of two mul_mat_id products (a mixture-of-experts FFN's gate and up): `n_expert`
+/// experts of `wt` [k, m], `n_used` a token for `n` tokens, the same ids for both. Decode
+/// shapes fuse (`mul_mat_vec.wgsl` with ID and GLU); a prefill's routed tiles do not.
+fn id_glu_case(wt: DType, (k, m): (u64, u64), (n_expert, n_used, n): (u64, u64, u64)) -> Case {
+    let desc = format!(
+        "FUSED swiglu of mul_mat_id {wt} k={k} m={m} experts={n_expert} used={n_used} n={n} (gate, up)"
+    );
+    let tol = if n >= 16 { MATMUL_F16 } else { MATMUL };
+    case("FUSED_GLU", desc, tol, move |g, rng| {
+        let mut b = Built::default();
+        let wg = weight(g, rng, wt, [k, m, n_expert, 1])?;
+        let wu = weight(g, rng, wt, [k, m, n_expert, 1])?;
+        let x = input(g, rng, &mut b, DType::F32, [k, 1, n, 1], -1.0, 1.0)?;
+        let ids = g.input("ids", DType::I32, [n_used, n, 1, 1])?;
+        b.inputs.push((
+            ids,
+            super::shape_cases::expert_ids(rng, n_used * n, n_expert),
+        ));
+        let gate = g.mul_mat_id(wg, x, ids)?;
+        let up = g.mul_mat_id(wu, x, ids)?;
+        let r = g.glu_split(gate, up, GluOp::Swiglu)?;
+        g.mark_output(r)?;
+        Ok(b)
+    })
+}
+
+fn id_glu_cases(out: &mut Vec<Case>) {
+    out.push(id_glu_case(DType::Q4_K, (256, 70), (8, 2, 1)));
+    out.push(id_glu_case(DType::Q4_0, (64, 33), (4, 3, 3)));
+    out.push(id_glu_case(DType::F16, (96, 20), (6, 2, 2)));
+    out.push(id_glu_case(DType::Q8_0, (64, 40), (4, 2, 40)));
+}
+
 /// Appends the fusion cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     norm_mul_cases(out);
@@ -767,4 +800,5 @@ pub(super) fn add(out: &mut Vec<Case>) {
     attention_output_cases(out);
     expert_sum_cases(out);
     expert_router_cases(out);
+    id_glu_cases(out);
 }
