@@ -984,7 +984,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         Kernel::Norm { .. }
             | Kernel::SoftMax { .. }
             | Kernel::Family(Family::Reduce(_))
-            | Kernel::Family(Family::MoeRouter)
+            | Kernel::Family(Family::MoeRouter { .. })
             | Kernel::FlashAttnCombine { .. }
     ) {
         text.push_str(WG_REDUCE);

@@ -93,8 +93,10 @@ pub enum Family {
         residual: bool,
     },
     /// A mixture-of-experts router's softmax, top-k and weights, one workgroup per token
-    /// (`moe_router.wgsl`).
-    MoeRouter,
+    /// (`moe_router.wgsl`), reducing through subgroup operations when `subgroups`.
+    MoeRouter {
+        subgroups: bool,
+    },
     Seq(SeqKind),
     /// One row's draw from its candidates per workgroup.
     Sample,
@@ -147,7 +149,10 @@ impl Family {
                 vars.push(("D", (2 + u32::from(residual)).to_string()));
                 MOE_SUM
             }
-            Family::MoeRouter => {
+            Family::MoeRouter { subgroups } => {
+                if subgroups {
+                    flags.push("SUBGROUP");
+                }
                 vars.push(("MAX_E", crate::ops::ROUTER_MAX_EXPERTS.to_string()));
                 MOE_ROUTER
             }

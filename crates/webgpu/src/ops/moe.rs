@@ -183,9 +183,9 @@ pub(super) fn expert_sum(
     Ok(Some(vec![x.per_item(key, operands, [0; OP_WORDS], n)?]))
 }
 
-fn router_key() -> PipelineKey {
+fn router_key(subgroups: bool) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Family(Family::MoeRouter),
+        kernel: Kernel::Family(Family::MoeRouter { subgroups }),
         dtypes: vec![DType::F32, DType::I32, DType::F32],
         wg: ROUTER_WG,
     }
@@ -227,7 +227,7 @@ pub(super) fn router(
         op[i] = probs.items(v)?;
     }
     Ok(Some(vec![Dispatch {
-        key: router_key(),
+        key: router_key(probs.caps.subgroups),
         operands: vec![logits, ids, dst],
         op_words: op,
         items: probs.items(tokens)?,
@@ -245,7 +245,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
     keys.push(key(DType::F16, DType::F16));
     keys.push(route_key());
     keys.extend([sum_key(false), sum_key(true)]);
-    keys.push(router_key());
+    keys.extend([router_key(false), router_key(true)]);
     keys
 }
 
@@ -327,7 +327,7 @@ mod tests {
                 .map(|d| d.key.kernel)
                 .collect::<Vec<_>>()
         };
-        let router = vec![Kernel::Family(Family::MoeRouter)];
+        let router = vec![Kernel::Family(Family::MoeRouter { subgroups: true })];
         assert_eq!(kernels(true, false), router);
         assert_eq!(kernels(false, false), router);
         assert_eq!(kernels(true, true).len(), 5);
@@ -349,7 +349,10 @@ mod tests {
             let r = g.glu_split(gate, up, GluOp::Swiglu).unwrap();
             g.mark_output(r).unwrap();
             let p = plan_graph(&g, &test_caps(false, 32, 32768)).unwrap();
-            p.dispatches.iter().map(|d| d.key.kernel).collect::<Vec<_>>()
+            p.dispatches
+                .iter()
+                .map(|d| d.key.kernel)
+                .collect::<Vec<_>>()
         };
         let decode = kernels(1);
         assert_eq!(decode.len(), 1, "{decode:?}");
