@@ -7,18 +7,17 @@
 // op_u: 0 = E (at most {{MAX_E}}), 1 = K, 2 = norm, 3 and 4 = dst's strides.
 //
 // Probabilities compare as ordered u32 keys (NaN, only from NaN logits, above every number, as
-// top_k has it); a taken expert's key becomes 0. Each of the K rounds reduces every
-// invocation's best (key, then lower index) across the workgroup: with SUBGROUP by
-// subgroupMax of the key and subgroupMin of the index among its holders, then one step across
-// the subgroups through workgroup memory (two barriers a round), else by a workgroup-memory
-// tree (two a level). The softmax's max and sum reduce the same two ways.
+// top_k has it), then by the lower index: each expert's rank is the number of experts above
+// it, counted by its invocation over the keys in workgroup memory, and the first K write
+// their slots (one pass and two barriers, where K rounds of a workgroup reduction took
+// 2 log2(WG) barriers each). The softmax's max and sum reduce with SUBGROUP by subgroupMax and
+// subgroupAdd, then one step across the subgroups through workgroup memory, else by a
+// workgroup-memory tree.
 
 const MAX_E: u32 = {{MAX_E}}u;
 
 var<workgroup> prob: array<f32, MAX_E>;
 var<workgroup> keys: array<u32, MAX_E>;
-var<workgroup> best_k: array<u32, {{WG}}>;
-var<workgroup> best_i: array<u32, {{WG}}>;
 var<workgroup> picked: array<f32, MAX_E>;
 var<workgroup> sg_red: array<f32, {{WG}}>;
 
@@ -46,43 +45,6 @@ fn across(v: f32, add: bool, sg_id: u32, n_sg: u32, sg_lane: u32) -> f32 {
     }
     workgroupBarrier();
     return r;
-}
-
-// The best (key, index) of the workgroup.
-fn best(bk: u32, bi: u32, sg_id: u32, n_sg: u32, sg_lane: u32) -> vec2<u32> {
-    let m = subgroupMax(bk);
-    let i = subgroupMin(select(0xffffffffu, bi, bk == m));
-    if (sg_lane == 0u) {
-        best_k[sg_id] = m;
-        best_i[sg_id] = i;
-    }
-    workgroupBarrier();
-    var k = best_k[0];
-    var ix = best_i[0];
-    for (var s = 1u; s < n_sg; s++) {
-        if (above(best_k[s], best_i[s], k, ix)) {
-            k = best_k[s];
-            ix = best_i[s];
-        }
-    }
-    workgroupBarrier();
-    return vec2<u32>(k, ix);
-}
-#else
-fn best(bk: u32, bi: u32, lid: u32) -> vec2<u32> {
-    best_k[lid] = bk;
-    best_i[lid] = bi;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s / 2u) {
-        if (lid < s && above(best_k[lid + s], best_i[lid + s], best_k[lid], best_i[lid])) {
-            best_k[lid] = best_k[lid + s];
-            best_i[lid] = best_i[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let b = vec2<u32>(best_k[0], best_i[0]);
-    workgroupBarrier();
-    return b;
 }
 #endif
 
@@ -130,29 +92,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         keys[j] = order_key(p);
     }
     workgroupBarrier();
-    for (var r = 0u; r < k; r++) {
-        var bk = 0u;
-        var bi = 0xffffffffu;
-        for (var j = lid; j < n; j += WG) {
-            if (above(keys[j], j, bk, bi)) {
-                bk = keys[j];
-                bi = j;
-            }
+    // Each expert's rank is the number of experts above it: the first K go to their slots.
+    for (var j = lid; j < n; j += WG) {
+        let kj = keys[j];
+        var rank = 0u;
+        for (var i = 0u; i < n; i++) {
+            rank += u32(above(keys[i], i, kj, j));
         }
-#if SUBGROUP
-        let i = best(bk, bi, sg_id, n_sg, sg_lane).y;
-#else
-        let i = best(bk, bi, lid).y;
-#endif
-        if (lid == 0u) {
-            src1[t_idx(1u, vec4<u32>(r, t, 0u, 0u))] = i32(i);
-            picked[r] = prob[i];
-        }
-        // The owner of expert i takes it out of the next rounds.
-        if (lid == i % WG) {
-            keys[i] = 0u;
+        if (rank < k) {
+            src1[t_idx(1u, vec4<u32>(rank, t, 0u, 0u))] = i32(j);
+            picked[rank] = prob[j];
         }
     }
+    workgroupBarrier();
     if (lid == 0u) {
         var total = 1.0;
         if (op_u(2u) != 0u) {
