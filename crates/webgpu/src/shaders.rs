@@ -110,8 +110,14 @@ pub enum Kernel {
     /// `glu.wgsl`: `dst = EXPR(x, g)`.
     Glu { expr: &'static str },
     /// `norm.wgsl`, one workgroup per row; `mul`: times a weight row (a fused ggml_mul).
-    /// `vpl`: values per lane kept in registers.
-    Norm { kind: NormKind, mul: bool, vpl: u32 },
+    /// `vpl`: values per lane kept in registers. `pair` (with `mul`): two norms × weights of
+    /// the same kind and eps, the first's rows then the second's.
+    Norm {
+        kind: NormKind,
+        mul: bool,
+        vpl: u32,
+        pair: bool,
+    },
     /// `softmax.wgsl`, one workgroup per row; which optional sources are bound.
     SoftMax { mask: bool, sinks: bool },
     /// `rope.wgsl`: the mode (pairing and position sections), with or without frequency
@@ -621,11 +627,14 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             activations = true;
             GLU
         }
-        Kernel::Norm { kind, mul, vpl } => {
+        Kernel::Norm {
+            kind,
+            mul,
+            vpl,
+            pair,
+        } => {
             vars.push(("VPL", vpl.to_string()));
-            if mul {
-                flags.push("MUL_W");
-            }
+            push_flags(&mut flags, &[(mul, "MUL_W"), (pair, "PAIR")]);
             match kind {
                 NormKind::Rms => {}
                 NormKind::Norm => flags.push("NORM"),

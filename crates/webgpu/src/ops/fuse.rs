@@ -8,7 +8,9 @@
 //! contain its pattern.
 //!
 //! - norm × weight: `mul(rms_norm(x) | norm(x), w)` with `w` one f32 row of x's width → `norm.wgsl`
-//!   with MUL_W (every pre-norm block has two, QK-norm models four).
+//!   with MUL_W (every pre-norm block has two, QK-norm models four); paired with the latest
+//!   earlier one of the same kind and eps when nothing between reads it → `norm.wgsl` with
+//!   PAIR, anchored at the second, writing both (a QK-norm model's q and k norms).
 //! - mat-vec + residual: `add(mul_mat(W, x), r)` (either order) with r of the product's shape,
 //!   when the product takes the mat-vec path → `mul_mat_vec.wgsl` with ADD (the attention
 //!   output and FFN down projections of every block).
@@ -209,18 +211,30 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
     let dst = anchor.out();
     match op {
         BinaryOp::Mul => {
-            let (norm, kind, eps) = match g.node(s0).op {
-                Op::RmsNorm { eps } => (s0, NormKind::Rms, eps),
-                Op::Norm { eps } => (s0, NormKind::Norm, eps),
-                _ => return Ok(None),
-            };
-            let w = anchor.src(1)?;
-            let width = g.ne(norm)[0];
-            let row = w.layout.ne == [width, 1, 1, 1];
-            if !private(norm) || !row || w.dtype != DType::F32 || g.ne(norm) != dst.layout.ne {
+            let Some((norm, kind, eps)) = norm_weight(g, anchor.id, &private) else {
                 return Ok(None);
-            }
+            };
             let nctx = ctx(g, norm, anchor.caps)?;
+            let w = anchor.src(1)?;
+            // The latest earlier norm × weight: paired when of the same kind and eps and
+            // nothing between reads it.
+            let first = g
+                .ids()
+                .take(anchor.id.index())
+                .filter_map(|t| {
+                    norm_weight(g, t, &private).map(|(n, k, e)| (t, n, k == kind && e == eps))
+                })
+                .last();
+            if let Some((first, fnorm, true)) = first {
+                if !read_before(g, &[fnorm, first], anchor.id) {
+                    let fm = ctx(g, first, anchor.caps)?;
+                    let a = (&ctx(g, fnorm, anchor.caps)?, fm.src(1)?, fm.out());
+                    let b = (&nctx, w.clone(), dst.clone());
+                    if let Some(d) = nn::norm_mul_pair(a, b, kind, eps)? {
+                        return Ok(Some((vec![fnorm, first, norm], d)));
+                    }
+                }
+            }
             let d = nn::norm_mul(&nctx, kind, eps, w, dst)?;
             Ok(Some((vec![norm], d)))
         }
@@ -246,6 +260,28 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
         }
         _ => Ok(None),
     }
+}
+
+/// The norm of node `t` when it is `mul(norm(x), w)` (the norm × weight pattern): an RMS or
+/// plain norm that only the mul reads, and `w` one f32 row of its width; with its kind and eps.
+fn norm_weight(
+    g: &Graph,
+    t: TensorId,
+    private: &dyn Fn(TensorId) -> bool,
+) -> Option<(TensorId, NormKind, f32)> {
+    let n = g.node(t);
+    if n.op != Op::Binary(BinaryOp::Mul) {
+        return None;
+    }
+    let (norm, w) = (n.src(0).ok()?, n.src(1).ok()?);
+    let (kind, eps) = match g.node(norm).op {
+        Op::RmsNorm { eps } => (NormKind::Rms, eps),
+        Op::Norm { eps } => (NormKind::Norm, eps),
+        _ => return None,
+    };
+    let (wn, width) = (g.node(w), g.ne(norm)[0]);
+    let row = wn.layout.ne == [width, 1, 1, 1] && wn.dtype == DType::F32;
+    (private(norm) && row && g.ne(norm) == n.layout.ne).then_some((norm, kind, eps))
 }
 
 /// The expert sum pattern anchored at its last add, or at the add of a residual to it (see
@@ -624,4 +660,40 @@ fn read_before(g: &Graph, parts: &[TensorId], anchor: TensorId) -> bool {
                 && !view
                 && n.srcs.iter().flatten().any(|&s| parts.contains(&g.root(s)))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use wgllm_core::{DType, Graph};
+
+    use crate::ops::test_caps;
+    use crate::shaders::Kernel;
+
+    /// A QK-norm layer's q and k norms × weights plan as one `norm.wgsl` PAIR dispatch; with
+    /// other epsilons, as two.
+    #[test]
+    fn q_and_k_norms_pair_into_one_dispatch() {
+        let plan = |eps_k: f32| {
+            let mut g = Graph::new();
+            let q = g.input("q", DType::F32, [128, 8, 3, 1]).unwrap();
+            let k = g.input("k", DType::F32, [128, 2, 3, 1]).unwrap();
+            let wq = g.input("wq", DType::F32, [128, 1, 1, 1]).unwrap();
+            let wk = g.input("wk", DType::F32, [128, 1, 1, 1]).unwrap();
+            let qn = g.rms_norm(q, 1e-6).unwrap();
+            let qn = g.mul(qn, wq).unwrap();
+            let kn = g.rms_norm(k, eps_k).unwrap();
+            let kn = g.mul(kn, wk).unwrap();
+            g.mark_output(qn).unwrap();
+            g.mark_output(kn).unwrap();
+            let p = super::plan_graph(&g, &test_caps(false, 32, 32768)).unwrap();
+            p.dispatches
+                .iter()
+                .map(|d| d.key.kernel)
+                .collect::<Vec<_>>()
+        };
+        let paired = plan(1e-6);
+        assert_eq!(paired.len(), 1);
+        assert!(matches!(paired[0], Kernel::Norm { pair: true, .. }));
+        assert_eq!(plan(1e-5).len(), 2);
+    }
 }

@@ -26,9 +26,9 @@ use crate::variants::Family;
 const TILED_COLS_PER_EXPERT: u64 = 8;
 /// Invocations of a `moe_route.wgsl` workgroup.
 const ROUTE_WG: u32 = 256;
-/// The most experts `moe_router.wgsl` holds in workgroup memory (three words each), and its
-/// invocations: one per expert for Qwen3-30B-A3B's 128 (its rounds of top-k are a reduction
-/// across the workgroup each).
+/// The most experts `moe_router.wgsl` holds in workgroup memory (three words each: 12 KiB of
+/// WebGPU's default 16), and its invocations: one per expert for Qwen3-30B-A3B's 128 (each
+/// ranks its experts against all of them).
 pub(crate) const ROUTER_MAX_EXPERTS: u32 = 1024;
 const ROUTER_WG: u32 = 128;
 

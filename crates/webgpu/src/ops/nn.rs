@@ -88,8 +88,26 @@ fn norm_vpl(n: u64) -> u32 {
 
 fn norm_key(kind: NormKind, mul: bool, vpl: u32) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Norm { kind, mul, vpl },
+        kernel: Kernel::Norm {
+            kind,
+            mul,
+            vpl,
+            pair: false,
+        },
         dtypes: vec![DType::F32; 2 + usize::from(mul)],
+        wg: WG_ROW,
+    }
+}
+
+fn norm_pair_key(kind: NormKind, vpl: u32) -> PipelineKey {
+    PipelineKey {
+        kernel: Kernel::Norm {
+            kind,
+            mul: true,
+            vpl,
+            pair: true,
+        },
+        dtypes: vec![DType::F32; 6],
         wg: WG_ROW,
     }
 }
@@ -141,6 +159,34 @@ pub(super) fn norm_mul(
         vec![a, weight, dst],
         words(&[eps]),
     )?])
+}
+
+/// Two norms × weights of one `kind` and `eps` in one dispatch (`norm.wgsl` with PAIR): for
+/// each, the norm (its context), its weight row and its result.
+pub(super) fn norm_mul_pair(
+    (na, wa, da): (&Ctx, Operand, Operand),
+    (nb, wb, db): (&Ctx, Operand, Operand),
+    kind: NormKind,
+    eps: f32,
+) -> Result<Option<Vec<Dispatch>>> {
+    let (xa, xb) = (na.src(0)?, nb.src(0)?);
+    let all_f32 = [&xa, &wa, &da, &xb, &wb, &db]
+        .iter()
+        .all(|o| o.dtype == DType::F32);
+    if !all_f32 {
+        return Ok(None);
+    }
+    let (ra, rb) = (xa.layout.nrows(), xb.layout.nrows());
+    let vpl = norm_vpl(xa.layout.ne[0].max(xb.layout.ne[0]));
+    let mut op = words(&[eps]);
+    op[1] = na.items(ra)?;
+    Ok(Some(vec![Dispatch {
+        key: norm_pair_key(kind, vpl),
+        operands: vec![xa, wa, xb, wb, da, db],
+        op_words: op,
+        items: na.items(ra + rb)?,
+        groups: na.grid(ra + rb, 1)?,
+    }]))
 }
 
 fn soft_max_key(mask: Option<DType>, sinks: bool) -> PipelineKey {
@@ -443,6 +489,9 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             keys.extend(
                 [NormKind::Rms, NormKind::Norm, NormKind::L2].map(|k| norm_key(k, mul, vpl)),
             );
+            if mul {
+                keys.extend([NormKind::Rms, NormKind::Norm].map(|k| norm_pair_key(k, vpl)));
+            }
         }
     }
     for mask in [None, Some(DType::F32), Some(DType::F16)] {

@@ -45,6 +45,45 @@ fn norm_mul_cases(out: &mut Vec<Case>) {
     ));
 }
 
+/// Two RMS norms × weights (a QK-norm layer's q and k heads: rows of `d`, `ha` and `hb` heads,
+/// `n` tokens): paired into one dispatch, or not when `eps_b` differs or `read_between` (the
+/// first's result read before the second's norm).
+fn norm_pair_case((d, ha, hb, n): (u64, u64, u64, u64), eps_b: f32, read_between: bool) -> Case {
+    let desc = format!(
+        "FUSED rms_norm x weight pair [{d},{ha},{n}] + [{d},{hb},{n}] (eps b {eps_b:e}, read between: {read_between})"
+    );
+    case("FUSED_NORM_MUL", desc, MATMUL, move |g, rng| {
+        let mut b = Built::default();
+        let q = input(g, rng, &mut b, DType::F32, [d, ha, n, 1], -2.0, 2.0)?;
+        let k = input(g, rng, &mut b, DType::F32, [d, hb, n, 1], -2.0, 2.0)?;
+        let (wq, wk) = (
+            weight(g, rng, DType::F32, [d, 1, 1, 1])?,
+            weight(g, rng, DType::F32, [d, 1, 1, 1])?,
+        );
+        let qn = g.rms_norm(q, 1e-6)?;
+        let qn = g.mul(qn, wq)?;
+        let mut k_in = k;
+        if read_between {
+            let s = g.sum_rows(qn)?;
+            let s = g.reshape(s, [1, ha, n, 1])?;
+            let s = g.view(s, [1, hb, n, 1], g.node(s).layout.nb, 0)?;
+            k_in = g.add(k, s)?;
+        }
+        let kn = g.rms_norm(k_in, eps_b)?;
+        let kn = g.mul(kn, wk)?;
+        g.mark_output(qn)?;
+        g.mark_output(kn)?;
+        Ok(b)
+    })
+}
+
+fn norm_pair_cases(out: &mut Vec<Case>) {
+    out.push(norm_pair_case((128, 8, 2, 3), 1e-6, false));
+    out.push(norm_pair_case((64, 3, 1, 1), 1e-6, false));
+    out.push(norm_pair_case((64, 3, 1, 2), 1e-5, false));
+    out.push(norm_pair_case((64, 4, 2, 2), 1e-6, true));
+}
+
 fn mat_vec_add_cases(out: &mut Vec<Case>) {
     for (wt, k, m, n, residual_first) in [
         (DType::Q4_0, 256u64, 33u64, 1u64, false),
@@ -790,6 +829,7 @@ fn id_glu_cases(out: &mut Vec<Case>) {
 /// Appends the fusion cases.
 pub(super) fn add(out: &mut Vec<Case>) {
     norm_mul_cases(out);
+    norm_pair_cases(out);
     mat_vec_add_cases(out);
     glu_cases(out);
     qkv_cases(out);
