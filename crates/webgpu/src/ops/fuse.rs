@@ -666,7 +666,7 @@ fn read_before(g: &Graph, parts: &[TensorId], anchor: TensorId) -> bool {
 mod tests {
     use wgllm_core::{DType, Graph};
 
-    use crate::ops::test_caps;
+    use crate::ops::planned_kernels;
     use crate::shaders::Kernel;
 
     /// A QK-norm layer's q and k norms × weights plan as one `norm.wgsl` PAIR dispatch; with
@@ -685,11 +685,7 @@ mod tests {
             let kn = g.mul(kn, wk).unwrap();
             g.mark_output(qn).unwrap();
             g.mark_output(kn).unwrap();
-            let p = super::plan_graph(&g, &test_caps(false, 32, 32768)).unwrap();
-            p.dispatches
-                .iter()
-                .map(|d| d.key.kernel)
-                .collect::<Vec<_>>()
+            planned_kernels(&g)
         };
         let paired = plan(1e-6);
         assert_eq!(paired.len(), 1);

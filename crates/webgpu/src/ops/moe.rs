@@ -254,7 +254,7 @@ mod tests {
     use wgllm_core::op::{BinaryOp, GluOp};
     use wgllm_core::{DType, Graph};
 
-    use crate::ops::{plan_graph, test_caps};
+    use crate::ops::planned_kernels;
     use crate::shaders::{Kernel, VecEpilogue};
     use crate::variants::Family;
 
@@ -287,11 +287,7 @@ mod tests {
                 let v = slot(&mut g, 1);
                 g.mark_output(v).unwrap();
             }
-            let p = plan_graph(&g, &test_caps(false, 32, 32768)).unwrap();
-            p.dispatches
-                .iter()
-                .map(|d| d.key.kernel)
-                .collect::<Vec<_>>()
+            planned_kernels(&g)
         };
         let sum = |residual| vec![Kernel::Family(Family::MoeSum { residual })];
         assert_eq!(kernels(false, false), sum(false));
@@ -321,11 +317,7 @@ mod tests {
             if probs_out {
                 g.mark_output(probs).unwrap();
             }
-            let p = plan_graph(&g, &test_caps(false, 32, 32768)).unwrap();
-            p.dispatches
-                .iter()
-                .map(|d| d.key.kernel)
-                .collect::<Vec<_>>()
+            planned_kernels(&g)
         };
         let router = vec![Kernel::Family(Family::MoeRouter { subgroups: true })];
         assert_eq!(kernels(true, false), router);
@@ -348,11 +340,7 @@ mod tests {
             let up = g.mul_mat_id(wu.unwrap(), x, ids).unwrap();
             let r = g.glu_split(gate, up, GluOp::Swiglu).unwrap();
             g.mark_output(r).unwrap();
-            let p = plan_graph(&g, &test_caps(false, 32, 32768)).unwrap();
-            p.dispatches
-                .iter()
-                .map(|d| d.key.kernel)
-                .collect::<Vec<_>>()
+            planned_kernels(&g)
         };
         let decode = kernels(1);
         assert_eq!(decode.len(), 1, "{decode:?}");

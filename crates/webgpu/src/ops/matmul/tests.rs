@@ -279,17 +279,37 @@ fn coop_products_with_few_tiles_split_along_k() {
     assert_eq!(plan(3072, 200, 40, 1).1, 2);
 }
 
+/// A graph of one mul_mat_id: `experts` zero weights of `dtype` [k, m], activations [k, 1,
+/// tokens], ids [used, tokens]; and its result.
+fn expert_product(
+    dtype: DType,
+    (k, m, experts): (u64, u64, u64),
+    (used, tokens): (u64, u64),
+) -> (Graph, wgllm_core::TensorId) {
+    let mut g = Graph::new();
+    let row = dtype.row_bytes(k).unwrap();
+    let bytes = Bytes::from(vec![0u8; (row * m * experts) as usize]);
+    let a = g
+        .weight("experts", dtype, [k, m, experts, 1], bytes)
+        .unwrap();
+    let x = g.input("x", DType::F32, [k, 1, tokens, 1]).unwrap();
+    let ids = g.input("ids", DType::I32, [used, tokens, 1, 1]).unwrap();
+    let r = g.mul_mat_id(a, x, ids).unwrap();
+    (g, r)
+}
+
+/// The kernels `g` plans, fusions applied, on a device without cooperative matrices.
+pub(crate) fn planned_kernels(g: &Graph) -> Vec<Kernel> {
+    let p = super::super::plan_graph(g, &caps(false, 32, 32768)).unwrap();
+    p.dispatches.iter().map(|d| d.key.kernel).collect()
+}
+
 /// mul_mat_id takes the mat-vec's ID where mul_mat would (whole units, vec4 activations), one
 /// workgroup column per (expert slot, token); rows of 33 keep the plain kernel.
 #[test]
 fn mul_mat_id_runs_the_mat_vec_per_expert_column() {
     let plan = |dtype: DType, k: u64| {
-        let mut g = Graph::new();
-        let bytes = Bytes::from(vec![0u8; dtype.row_bytes(k).unwrap() as usize * 64 * 8]);
-        let a = g.weight("experts", dtype, [k, 64, 8, 1], bytes).unwrap();
-        let x = g.input("x", DType::F32, [k, 1, 3, 1]).unwrap();
-        let ids = g.input("ids", DType::I32, [2, 3, 1, 1]).unwrap();
-        let r = g.mul_mat_id(a, x, ids).unwrap();
+        let (g, r) = expert_product(dtype, (k, 64, 8), (2, 3));
         let p = super::super::plan_node(&g, r, &caps(false, 32, 32768)).unwrap();
         assert_eq!(p.len(), 1);
         (p[0].key.kernel, p[0].groups[2])
@@ -321,16 +341,7 @@ fn mul_mat_id_runs_the_mat_vec_per_expert_column() {
 #[test]
 fn mul_mat_id_rounds_activations_by_the_experts_read() {
     let plan = |used: u64, tokens: u64| {
-        let (k, m, experts) = (2048, 768, 128);
-        let mut g = Graph::new();
-        let row = DType::Q4_K.row_bytes(k).unwrap();
-        let bytes = Bytes::from(vec![0u8; (row * m * experts) as usize]);
-        let a = g
-            .weight("experts", DType::Q4_K, [k, m, experts, 1], bytes)
-            .unwrap();
-        let x = g.input("x", DType::F32, [k, 1, tokens, 1]).unwrap();
-        let ids = g.input("ids", DType::I32, [used, tokens, 1, 1]).unwrap();
-        let r = g.mul_mat_id(a, x, ids).unwrap();
+        let (g, r) = expert_product(DType::Q4_K, (2048, 768, 128), (used, tokens));
         let mut c = caps(false, 32, 32768);
         c.int8_activations = crate::Int8Activations::Large;
         let p = super::super::plan_node(&g, r, &c).unwrap();
@@ -360,16 +371,7 @@ fn mul_mat_id_rounds_activations_by_the_experts_read() {
 #[test]
 fn mul_mat_id_routes_prefill_columns_to_the_tiled_kernels() {
     let plan = |coop: bool, tokens: u64| {
-        let (k, m, experts, used) = (256, 200, 16, 4);
-        let mut g = Graph::new();
-        let row = DType::Q4_K.row_bytes(k).unwrap();
-        let bytes = Bytes::from(vec![0u8; (row * m * experts) as usize]);
-        let a = g
-            .weight("experts", DType::Q4_K, [k, m, experts, 1], bytes)
-            .unwrap();
-        let x = g.input("x", DType::F32, [k, 1, tokens, 1]).unwrap();
-        let ids = g.input("ids", DType::I32, [used, tokens, 1, 1]).unwrap();
-        let r = g.mul_mat_id(a, x, ids).unwrap();
+        let (g, r) = expert_product(DType::Q4_K, (256, 200, 16), (4, tokens));
         let p = super::super::plan_node(&g, r, &caps(coop, 32, 32768)).unwrap();
         p.iter()
             .map(|d| (d.key.kernel, d.groups))
