@@ -96,10 +96,10 @@ pub enum Kernel {
         /// checks that every weight row starts on a 16-byte boundary.
         wv4: bool,
     },
-    /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: 64 × 64 output tiles, bindings as for
-    /// `MulMatVec`. `id`: ggml_mul_mat_id's columns routed by expert (`mul_mat_routes.wgsl`;
-    /// src2 the routes of `moe_route.wgsl`).
-    MulMatTiled { id: bool },
+    /// `mul_mat_tiled.wgsl` with `quant_unit.wgsl`: `bm` (64 or 128) × 64 output tiles,
+    /// bindings as for `MulMatVec`. `id`: ggml_mul_mat_id's columns routed by expert
+    /// (`mul_mat_routes.wgsl`; src2 the routes of `moe_route.wgsl`).
+    MulMatTiled { bm: u32, id: bool },
     /// `mul_mat_coop.wgsl` with `quant_unit.wgsl`: cooperative matrices (f16 operands, f32
     /// accumulation), `wg` × `bn` output tiles (a weight row per invocation), bindings as for
     /// `MulMatVec`; `id` as for `MulMatTiled`.
@@ -940,7 +940,17 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             unit_flags(src0, &mut flags);
             MUL_MAT_VEC
         }
-        Kernel::MulMatTiled { id } => {
+        Kernel::MulMatTiled { bm, id } => {
+            if !matches!(bm, 64 | 128) || key.wg != 256 {
+                return Err(format!(
+                    "mul_mat_tiled: {bm} × 64 tiles of {} invocations",
+                    key.wg
+                ));
+            }
+            vars.push(("BM", bm.to_string()));
+            // Rows (and weight parts) an invocation keeps (loads) per step.
+            vars.push(("TM", (bm / 16).to_string()));
+            vars.push(("WJ", (bm / 64).to_string()));
             unit_flags(src0, &mut flags);
             push_flags(&mut flags, &[(id, "ID")]);
             MUL_MAT_TILED
@@ -979,7 +989,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         text.push_str(QUANT_UNIT);
         text.push_str(QUANT_PART);
     }
-    if let Kernel::MulMatTiled { id: true } | Kernel::MulMatCoop { id: true, .. } = key.kernel {
+    if let Kernel::MulMatTiled { id: true, .. } | Kernel::MulMatCoop { id: true, .. } = key.kernel {
         text.push_str(MUL_MAT_ROUTES);
     }
     if matches!(

@@ -3,9 +3,9 @@
 // an element offset for floats), as two vec4s; `xpair(p)` says which vec4s of the unit (0..7)
 // they are. In the mat-vec four lanes decode one unit, so neighbouring lanes read neighbouring
 // bytes: each load instruction of a subgroup covers a short contiguous span instead of a
-// unit-sized stride per lane; the tiled kernel assembles whole units from them (`unit`). The
-// formats whose 32 values come from the low and the high nibbles of 16 bytes give part p the
-// two nibbles of their bytes 4p .. 4p + 3 (one word); the rest give part p values 8p .. 8p + 7.
+// unit-sized stride per lane (the tiled and coop kernels read units the same way). The formats
+// whose 32 values come from the low and the high nibbles of 16 bytes give part p the two
+// nibbles of their bytes 4p .. 4p + 3 (one word); the rest give part p values 8p .. 8p + 7.
 // Helpers (w2, funnel, bytes_i, kscale) are in `quant_unit.wgsl`.
 
 // U_NIBBLES: q4_0, q4_1, q5_0, q5_1.

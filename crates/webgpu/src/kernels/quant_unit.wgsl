@@ -1,8 +1,7 @@
 // Weight decoding shared by the matmul kernels. `part(row, u, p)` (quant_part.wgsl, one decoder
 // per format) gives 8 of the 32 values of unit u (values 32u .. 32u + 31) of a weight row; here
-// the helpers the part decoders use, and `unit(row, u)`, the whole unit as 8 vec4s in order
-// (for the tiled kernel), assembled from its four parts. Layouts follow ggml-common.h; the
-// formulas are those of `quant.wgsl` (and dequantize_row_* in ggml-quants.c).
+// the helpers the part decoders use. Layouts follow ggml-common.h; the formulas are those of
+// `quant.wgsl` (and dequantize_row_* in ggml-quants.c).
 // Exactly one `U_*` flag is set per variant. Weight words are read through `ldw(i)`, which the
 // including kernel defines (a kernel with several weights switches on `wsel`); f32 weights are
 // bound as words too.
@@ -54,14 +53,3 @@ fn kscale(s0: u32, s1: u32, s2: u32, s: u32) -> vec2<f32> {
     return vec2<f32>(f32(sc), f32(m));
 }
 #endif
-
-// The 32 values of unit u from its four parts, each put where `xpair` says it belongs.
-fn unit(row: u32, u: u32) -> array<vec4<f32>, 8> {
-    var v: array<vec4<f32>, 8>;
-#unroll p 4
-    let w_$p = part(row, u, $pu);
-    v[xpair($pu).x] = w_$p[0];
-    v[xpair($pu).y] = w_$p[1];
-#endunroll
-    return v;
-}

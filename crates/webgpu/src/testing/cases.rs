@@ -739,8 +739,8 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
 /// Prefill-shaped products (16 to 100 activation columns) of every weight dtype: the
 /// cooperative-matrix kernel's 128-row tiles where the device has it (edge tiles in m and n,
 /// whole tiles stored directly, broadcast batches, an odd number of 32-deep steps), the tiled
-/// kernel elsewhere; enough 128 × 128 tiles (through batches) for its wider variant; and
-/// products it splits along k.
+/// kernel elsewhere; enough tiles (through batches) for their wider variants; and products the
+/// coop kernel splits along k.
 fn prefill_cases(out: &mut Vec<Case>) {
     for wt in weight_dtypes() {
         let k = match wt.block_size() {
@@ -757,8 +757,10 @@ fn prefill_cases(out: &mut Vec<Case>) {
             out.push(mat_case(wt, [k, m, n], wa, wb));
         }
     }
-    for wt in [DType::F16, DType::Q4_0] {
-        out.push(mat_case(wt, [64, 130, 130], [1, 1], [8, 8]));
+    // Enough tiles (through batches) for the wide variants: the coop kernel's 128 × 128 and the
+    // tiled kernel's 128 × 64.
+    for (wt, k) in [(DType::F16, 64), (DType::Q4_0, 64), (DType::Q4_K, 256)] {
+        out.push(mat_case(wt, [k, 130, 130], [1, 1], [8, 8]));
     }
     // Few tiles over long rows, which the coop kernel splits along k: in two with edge tiles,
     // in four with whole ones.

@@ -214,7 +214,7 @@ fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
     ));
     assert_eq!(
         planned(&on, 200, 15, 1),
-        (Kernel::MulMatTiled { id: false }, 4)
+        (Kernel::MulMatTiled { bm: 64, id: false }, 4)
     );
     // Not enabled, other subgroup sizes, or too little workgroup memory for either tile
     // (128 × 64 takes 19,456 bytes).
@@ -225,7 +225,7 @@ fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
     ] {
         assert_eq!(
             planned(&c, 200, 33, 1),
-            (Kernel::MulMatTiled { id: false }, 4)
+            (Kernel::MulMatTiled { bm: 64, id: false }, 4)
         );
     }
     // Memory for the 128 × 64 tiles only (128 × 128 takes 24,576 bytes).
@@ -233,6 +233,24 @@ fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
     assert_eq!(
         planned(&narrow, 130, 130, 64),
         (Kernel::MulMatCoop { bn: 64, id: false }, 2 * 3 * 64)
+    );
+}
+
+/// Without cooperative matrices, products of 128 tiles of 128 × 64 or more take those tiles
+/// where the device has 24 KiB of workgroup memory; the rest take 64 × 64.
+#[test]
+fn tiled_products_take_128_row_tiles_when_there_are_enough() {
+    let off = caps(false, 32, 32768);
+    let tiled = |bm| Kernel::MulMatTiled { bm, id: false };
+    // A 512-token prefill through 4,096 rows: 32 × 8 tiles of 128 rows.
+    assert_eq!(planned(&off, 4096, 512, 1), (tiled(128), 32 * 8));
+    assert_eq!(planned(&off, 130, 130, 64), (tiled(128), 2 * 3 * 64));
+    // 126 tiles of 128 rows, or 16 KiB of workgroup memory: 64-row tiles.
+    assert_eq!(planned(&off, 130, 64, 63), (tiled(64), 3 * 63));
+    assert_eq!(planned(&off, 130, 64, 64), (tiled(128), 2 * 64));
+    assert_eq!(
+        planned(&caps(false, 32, 24572), 4096, 512, 1),
+        (tiled(64), 64 * 8)
     );
 }
 
@@ -380,7 +398,7 @@ fn mul_mat_id_routes_prefill_columns_to_the_tiled_kernels() {
     let route = (Kernel::Family(Family::MoeRoute), [17, 1, 1]);
     let coop = Kernel::MulMatCoop { bn: 64, id: true };
     assert_eq!(plan(true, 32), vec![route, (coop, [2, 1, 17])]);
-    let tiled = Kernel::MulMatTiled { id: true };
+    let tiled = Kernel::MulMatTiled { bm: 64, id: true };
     assert_eq!(plan(false, 100), vec![route, (tiled, [4 * 2, 1, 17])]);
     assert!(matches!(
         plan(true, 31).last(),
