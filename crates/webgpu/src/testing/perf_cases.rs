@@ -106,10 +106,15 @@ pub fn large_cases() -> Vec<LargeCase> {
     // rest masked -inf (the short-context cost of a decode step).
     for (n_kv, visible) in [(4096, 4096), (32768, 32768), (512, 12)] {
         out.push(LargeCase {
-            case: attn_case(n_kv, visible),
+            case: attn_case(1, n_kv, visible),
             check: true,
         });
     }
+    // A 512-token prefill's attention (causal: query i sees keys 0 ..= i).
+    out.push(LargeCase {
+        case: attn_case(512, 512, 512),
+        check: false,
+    });
     // Mixture-of-experts products: Qwen3-30B-A3B's expert FFN shapes, 8 of 128 experts a
     // token (GB/s counts the experts the ids can pick). A decode step's one token, batches
     // around where the columns leave the mat-vec for the routed tiles, and a 512-token
@@ -285,21 +290,22 @@ fn chain_case(desc: &str, n: u64, link: Link) -> Case {
     })
 }
 
-/// One decode query (32 heads of 128) over an f16 cache of `n_kv` keys and 8 KV heads, with a
-/// causal mask, as Llama 3.1 8B's decode step at position `visible`: keys past it are -inf.
-fn attn_case(n_kv: u64, visible: u64) -> Case {
+/// `n_q` queries (32 heads of 128) over an f16 cache of `n_kv` keys and 8 KV heads, with a
+/// causal mask, as Llama 3.1 8B's attention for the last `n_q` of `visible` positions: query i
+/// sees keys up to visible - n_q + i, the keys past `visible` are -inf.
+fn attn_case(n_q: u64, n_kv: u64, visible: u64) -> Case {
     let tail = match n_kv - visible {
         0 => String::new(),
         t => format!(" (last {t} keys -inf)"),
     };
-    let name = format!("FLASH_ATTN_EXT f16 d=128 n_q=1 n_kv={n_kv} heads 32/8{tail}");
+    let name = format!("FLASH_ATTN_EXT f16 d=128 n_q={n_q} n_kv={n_kv} heads 32/8{tail}");
     case(
         "FLASH_ATTN_EXT",
         name,
         F32_MATH,
         move |g: &mut Graph, rng| {
             let mut b = Built::default();
-            let q = input(g, rng, &mut b, DType::F32, [128, 1, 32, 1], -1.0, 1.0)?;
+            let q = input(g, rng, &mut b, DType::F32, [128, n_q, 32, 1], -1.0, 1.0)?;
             let mut cache = |name: &str, g: &mut Graph| -> Result<_> {
                 let t = g.state(name, DType::F16, [128, n_kv, 8, 1])?;
                 b.states
@@ -308,13 +314,18 @@ fn attn_case(n_kv: u64, visible: u64) -> Case {
             };
             let k = cache("k", g)?;
             let v = cache("v", g)?;
-            let mask = g.input("mask", DType::F16, [n_kv, 2, 1, 1])?;
-            // f16 0 for the first `visible` keys of each row, -inf (0xfc00) after.
-            let row = (0..n_kv).flat_map(|j| match j < visible {
-                true => [0u8, 0],
-                false => [0, 0xfc],
+            // Rows padded to an even count (the decode case's second row repeats the first).
+            let rows = n_q.max(2);
+            let mask = g.input("mask", DType::F16, [n_kv, rows, 1, 1])?;
+            // f16 0 for the keys a row sees, -inf (0xfc00) after.
+            let bytes = (0..rows).flat_map(|i| {
+                let seen = visible - n_q + i.min(n_q - 1) + 1;
+                (0..n_kv).flat_map(move |j| match j < seen {
+                    true => [0u8, 0],
+                    false => [0, 0xfc],
+                })
             });
-            b.inputs.push((mask, row.clone().chain(row).collect()));
+            b.inputs.push((mask, bytes.collect()));
             let r = g.flash_attn_ext(q, k, v, Some(mask), None, 0.088, 0.0, 0.0)?;
             g.mark_output(r)?;
             Ok(b)
