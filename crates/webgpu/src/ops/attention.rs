@@ -235,7 +235,9 @@ const COOP_MAX_HEAD: u64 = 128;
 /// softmax of two passes, the same for every head size, so it wins only where the products
 /// are large. On an H200 (pp512, Vulkan): Llama 3.1 8B's heads of 128 took 11.6 ms of
 /// attention on it against 15.7 on `flash_attn_tile.wgsl`; the 1B's and SmolLM2's heads of 64
-/// took 5.8 and 11.6 ms against 3.5 and 3.3.
+/// took 5.8 and 11.6 ms against 3.5 and 3.3. With the first pass taking maxima only (session
+/// 15), heads of 64 on it still lost: pp512 of the 1B 33,500 against 29,560 t/s, of SmolLM2
+/// 47,800 against 41,860.
 const COOP_MIN_HEAD: u64 = 128;
 
 /// Workgroup memory of `flash_attn_coop.wgsl` (q's 64 rows, then K tiles of 32, padded by 8
