@@ -715,7 +715,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         }
         Kernel::FlashAttnCoop { mask, sinks, d, dv } => {
             push_flags(&mut flags, &[(mask, "MASK"), (sinks, "SINKS")]);
-            if !(d.is_multiple_of(16) && dv.is_multiple_of(16) && key.wg == 128) {
+            if !(d.is_multiple_of(16) && dv.is_multiple_of(16) && dv <= 128 && key.wg == 128) {
                 let wg = key.wg;
                 return Err(format!("flash_attn_coop: d = {d}, dv = {dv}, wg = {wg}"));
             }
@@ -724,6 +724,8 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             // q fragments and output accumulators per subgroup (`#unroll` counts).
             vars.push(("NQ", (d / 16).to_string()));
             vars.push(("NO", (dv / 16).to_string()));
+            // K words (8 halves) an invocation loads a tile: 32 keys of d / 8 over 128.
+            vars.push(("KL", d.div_ceil(32).to_string()));
             FLASH_ATTN_COOP
         }
         Kernel::FlashAttnCombine { sinks, dv } => {

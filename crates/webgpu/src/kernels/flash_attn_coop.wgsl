@@ -24,15 +24,14 @@
 //      over tens of thousands of keys fall below f16's normal range (6.1e-5), where a device
 //      that flushes subnormals would drop them.
 // Computing q Kᵀ twice costs less than the rescaling of O an online softmax needs, which the
-// accumulators (opaque to the invocations) do not allow; the first pass takes no exp at all
-// (one a score in all, where a running sum there took three: on an H200 a 512-token causal
-// prefill of 32 heads of 128 went from 317-419 to 294 µs, Llama 3.1 8B's pp512 attention from
-// 12.6 to 11.6 ms). Scaling, softcap and mask are applied
-// to the scores in f32 as `flash_attn.wgsl` does. V rows that no row of the block sees are
-// loaded as zeros (a ballot of the lanes that saw their key), so NaN in a cache's unwritten
-// rows cannot reach the output through 0 · NaN. As `flash_attn_tile.wgsl`, the block's mask is
-// scanned first for the first and last key any row sees (`flash_attn_range.wgsl`), and only the
-// tiles between run.
+// accumulators (opaque to the invocations) do not allow; the first pass takes no exp at all (one a
+// score in all, where a running sum there took three: on an H200 a 512-token causal prefill of 32
+// heads of 128 went from 317-419 to 294 µs, Llama 3.1 8B's pp512 attention from 12.6 to 11.6 ms).
+// Scaling, softcap and mask are applied to the scores in f32 as `flash_attn.wgsl` does. V rows that
+// no row of the block sees are zeroed before they are stored (a ballot of the lanes that saw their
+// key), so NaN in a cache's unwritten rows cannot reach the output through 0 · NaN. As
+// `flash_attn_tile.wgsl`, the block's mask is scanned first for the first and last key any row sees
+// (`flash_attn_range.wgsl`), and only the tiles between run.
 // Rows past n_q score nothing and are not stored; keys past n_kv are loaded clamped and score
 // NEG.
 
@@ -146,15 +145,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let mv_$r = 0.0;
 #endif
 #endunroll
-        // K of the tile (keys past n_kv clamped to the last).
-        workgroupBarrier();
-        for (var i = lid; i < BK * (D / 8u); i += WG) {
-            let c = i / (D / 8u);
-            let p = i % (D / 8u);
-            let w = src1[krow0 + min(t0 + c, n_kv - 1u) * knb1 + p];
-            k_sh[c * KS4 + 2u * p] = halves(w.xy);
-            k_sh[c * KS4 + 2u * p + 1u] = halves(w.zw);
+        // K of the tile (keys past n_kv clamped to the last): word kp (8 halves) of key kc, all
+        // of an invocation's loads issued before the barrier that frees k_sh (the loop this was
+        // waited on each load in turn), stored after it.
+#unroll j KL
+        let ki_$j = lid + WG * $ju;
+        let kc_$j = ki_$j / (D / 8u);
+        let kp_$j = ki_$j % (D / 8u);
+        var kw_$j = vec4<u32>(0u);
+        if (ki_$j < BK * (D / 8u)) {
+            kw_$j = src1[krow0 + min(t0 + kc_$j, n_kv - 1u) * knb1 + kp_$j];
         }
+#endunroll
+        // In the second pass Vᵀ's loads too (word vp of keys vc .. vc + 3, clamped; zeroed below
+        // where no row sees the key).
+        let vc = 4u * (lid / (DV / 8u));
+        let vp = lid % (DV / 8u);
+        let v_ok = lid < (BK / 4u) * (DV / 8u);
+#unroll t 4
+        var w_$t = vec4<u32>(0u);
+        if ($passu == 1u && v_ok) {
+            w_$t = src2[vrow0 + min(t0 + vc + $tu, n_kv - 1u) * vnb1 + vp];
+        }
+#endunroll
+        workgroupBarrier();
+#unroll j KL
+        if (ki_$j < BK * (D / 8u)) {
+            k_sh[kc_$j * KS4 + 2u * kp_$j] = halves(kw_$j.xy);
+            k_sh[kc_$j * KS4 + 2u * kp_$j + 1u] = halves(kw_$j.zw);
+        }
+#endunroll
         workgroupBarrier();
         {
 #unroll j 2
@@ -213,19 +233,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 vis[sid] = bits;
             }
             workgroupBarrier();
-            // Vᵀ of the tile, zero for keys no row sees: an invocation takes word p (values
-            // 8 p .. 8 p + 7) of four neighbouring keys' rows and stores each value's four.
+            // Vᵀ of the tile, zero for keys no row sees (a cache's unwritten rows may hold
+            // NaN): an invocation takes word vp (values 8 vp .. 8 vp + 7) of four neighbouring
+            // keys' rows and stores each value's four.
             let seen_keys = vis[0] | vis[1] | vis[2] | vis[3];
-            for (var i = lid; i < (BK / 4u) * (DV / 8u); i += WG) {
-                let c = 4u * (i / (DV / 8u));
-                let p = i % (DV / 8u);
+            if (v_ok) {
 #unroll t 4
-                var w_$t = vec4<u32>(0u);
-                if (((seen_keys >> (c + $tu)) & 1u) != 0u) {
-                    w_$t = src2[vrow0 + (t0 + c + $tu) * vnb1 + p];
-                }
+                w_$t = select(vec4<u32>(0u), w_$t, ((seen_keys >> (vc + $tu)) & 1u) != 0u);
 #endunroll
-                let at = (8u * p * VTS + c) / 4u;
+                let at = (8u * vp * VTS + vc) / 4u;
 #unroll e 4
                 {
                     let a_$e = unpack2x16float(w_0[$eu]);
