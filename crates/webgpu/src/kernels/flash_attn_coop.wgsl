@@ -193,40 +193,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endunroll
         }
         workgroupBarrier();
-        var seen = false;
+        // Row r's score of key `key` for the 16 rows, straight-line (no branch a row, so every
+        // row's loads issue together): NEG where the key is past n_kv, the row past n_q or the
+        // mask -inf. tanh (softcap) is exactly ±1 in f32 beyond ±9.1; the clamp keeps exp-based
+        // tanh finite.
 #unroll r 16
-        {
-            let row = q0 + srow + $ru;
-            var s = NEG;
-            if (key < n_kv && row < n_q) {
-                let mv = mv_$r;
-                if (mv >= NEG) {
-                    var x = s_sh[(srow + $ru) * BK + lane] * scale;
-                    if (softcap != 0.0) {
-                        // tanh is exactly ±1 in f32 beyond ±9.1; the clamp keeps exp-based
-                        // tanh finite.
-                        x = softcap * tanh(clamp(x, -10.0, 10.0));
-                    }
-                    s = x + mv;
-                }
-            }
-            if ($passu == 0u) {
-                mr_$r = max(mr_$r, s);
-            } else {
-                // Here mr is the row's maximum.
-                let p = select(0.0, exp(s - mr_$r), s > NEG);
-                lr_$r += p;
-                // Lanes 4 t .. 4 t + 3 store their four probabilities as one vec4.
-                let p1 = subgroupShuffleDown(p, 1u);
-                let p2 = subgroupShuffleDown(p, 2u);
-                let p3 = subgroupShuffleDown(p, 3u);
-                if (lane % 4u == 0u) {
-                    p_sh[((srow + $ru) * PS + lane) / 4u] = vec4<f16>(vec4<f32>(p, p1, p2, p3));
-                }
-                seen = seen || s > NEG;
-            }
-        }
+        var s_$r = s_sh[(srow + $ru) * BK + lane] * scale;
 #endunroll
+        if (softcap != 0.0) {
+#unroll r 16
+            s_$r = softcap * tanh(clamp(s_$r, -10.0, 10.0));
+#endunroll
+        }
+#unroll r 16
+        s_$r = select(NEG, s_$r + mv_$r, key < n_kv && q0 + srow + $ru < n_q && mv_$r >= NEG);
+#endunroll
+        var seen = false;
+        if ($passu == 0u) {
+#unroll r 16
+            mr_$r = max(mr_$r, s_$r);
+#endunroll
+        } else {
+            // Here mr is the row's maximum. Each lane stores its probability as one half of
+            // the row's vec4s (no shuffles to gather four in one lane).
+#unroll r 16
+            {
+                let p = select(0.0, exp(s_$r - mr_$r), s_$r > NEG);
+                lr_$r += p;
+                p_sh[((srow + $ru) * PS + lane) / 4u][lane % 4u] = f16(p);
+                seen = seen | (s_$r > NEG);
+            }
+#endunroll
+        }
         if ($passu == 1u) {
             let bits = subgroupBallot(seen).x;
             if (lane == 0u) {
