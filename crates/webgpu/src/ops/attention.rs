@@ -231,14 +231,14 @@ fn coop_key(mask: Option<DType>, sinks: bool, (d, dv): (u32, u32)) -> PipelineKe
 /// Largest head sizes of `flash_attn_coop.wgsl`: a subgroup holds its q as d / 16 fragments and
 /// its output as dv / 16 accumulators, beside two score accumulators.
 const COOP_MAX_HEAD: u64 = 128;
-/// Smallest K head size `flash_attn_coop.wgsl` takes: its cost per tile is mostly the scalar
-/// softmax of two passes, the same for every head size, so it wins only where the products
-/// are large. On an H200 (pp512, Vulkan): Llama 3.1 8B's heads of 128 took 11.6 ms of
-/// attention on it against 15.7 on `flash_attn_tile.wgsl`; the 1B's and SmolLM2's heads of 64
-/// took 5.8 and 11.6 ms against 3.5 and 3.3. With the first pass taking maxima only (session
-/// 15), heads of 64 on it still lost: pp512 of the 1B 33,500 against 29,560 t/s, of SmolLM2
-/// 47,800 against 41,860.
-const COOP_MIN_HEAD: u64 = 128;
+/// Smallest K head size `flash_attn_coop.wgsl` takes: its cost per tile was mostly the scalar
+/// softmax of two passes, the same for every head size, so it won only where the products are
+/// large. On an H200 (pp512, Vulkan) Llama 3.1 8B's heads of 128 took 11.6 ms of attention on it
+/// against 15.7 on `flash_attn_tile.wgsl`, the 1B's and SmolLM2's heads of 64 5.8 and 11.6 ms
+/// against 3.5 and 3.3. With the softmax straight-line and one exp a score (session 15), heads
+/// of 64 on it: pp512 of the 1B 34,616 / 34,748 against 34,645 / 34,036 t/s on the tiled
+/// kernel, of SmolLM2 52,580 / 51,219 against 48,043 / 48,523 (same call).
+const COOP_MIN_HEAD: u64 = 64;
 
 /// Workgroup memory of `flash_attn_coop.wgsl` (q's 64 rows, then K tiles of 32, padded by 8
 /// halves, Vᵀ of dv rows of 40 halves, f32 scores and f16 probabilities of 64 rows, four
@@ -759,7 +759,8 @@ mod tests {
         assert_eq!(kernel(256, 512, 32768).0, "rows");
         // Rows of K are read as vec4s.
         assert_eq!(kernel(42, 512, 49152).0, "rows");
-        // With cooperative matrices, f16 K/V of heads of 128 take 64 rows a workgroup.
+        // With cooperative matrices, f16 K/V of heads of 64 and 128 take 64 rows a workgroup;
+        // heads of 32 and 256 the tiled kernel.
         let coop = |d, n_q| {
             let mut g = Graph::new();
             let q = g.input("q", DType::F32, [d, n_q, 32, 1]).unwrap();
@@ -776,7 +777,11 @@ mod tests {
             (Kernel::FlashAttnCoop { d: 128, .. }, 256)
         ));
         assert!(matches!(coop(256, 512).0, Kernel::FlashAttnTile { .. }));
-        assert!(matches!(coop(64, 512).0, Kernel::FlashAttnTile { .. }));
+        assert!(matches!(
+            coop(64, 512),
+            (Kernel::FlashAttnCoop { d: 64, .. }, 256)
+        ));
+        assert!(matches!(coop(32, 512).0, Kernel::FlashAttnTile { .. }));
         assert!(matches!(coop(128, 8).0, Kernel::FlashAttnVec { .. }));
         // A block takes 32 rows: 512 rows of 32 heads are 16 · 32 workgroups.
         assert_eq!(plan(128, 512, 600, 49152)[0].items, 16 * 32);
