@@ -96,16 +96,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endunroll
 #endunroll
 
+        for (var t = 0u; t < steps; t++) {
+            // The step's registers to workgroup memory once the last step's products are done.
+            workgroupBarrier();
 #unroll j WJ
-        a_sh[sw(a_r_$j, xp.x)] = w_$j[0];
-        a_sh[sw(a_r_$j, xp.y)] = w_$j[1];
+            a_sh[sw(a_r_$j, xp.x)] = w_$j[0];
+            a_sh[sw(a_r_$j, xp.y)] = w_$j[1];
 #endunroll
 #unroll j 2
-        b_sh[sw(b_c_$j, v)] = x_$j;
+            b_sh[sw(b_c_$j, v)] = x_$j;
 #endunroll
-        workgroupBarrier();
-
-        for (var t = 0u; t < steps; t++) {
+            workgroupBarrier();
             let un = min(t + 1u, steps - 1u);
 #unroll j 2
             x_$j = src1[b_col_$j + 8u * un];
@@ -132,15 +133,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             }
 #endunroll
 #endunroll
-            workgroupBarrier();
-#unroll j WJ
-            a_sh[sw(a_r_$j, xp.x)] = w_$j[0];
-            a_sh[sw(a_r_$j, xp.y)] = w_$j[1];
-#endunroll
-#unroll j 2
-            b_sh[sw(b_c_$j, v)] = x_$j;
-#endunroll
-            workgroupBarrier();
         }
 
 #unroll j 4
