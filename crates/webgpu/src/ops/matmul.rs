@@ -975,9 +975,8 @@ pub(super) fn id_tile(ctx: &Ctx, a: DType) -> (PipelineKey, u64, u64) {
 }
 
 /// mul_mat through `mul_mat_tiled.wgsl` (one workgroup per [`tiled_bm`] × 64 tile of the
-/// result), or
-/// `mul_mat_coop.wgsl` (128 × 64 or 128 × 128, split along k by [`coop_splits`]) where
-/// [`coop_tile`] allows.
+/// result), or `mul_mat_coop.wgsl` (128 × 64 or 128 × 128, split along k by [`coop_splits`])
+/// where [`coop_tile`] allows.
 fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
     let (key, bm, bn) = match coop_tile(ctx, dst, [ea[0], ea[1], eb[1], eb[2] * eb[3]]) {
