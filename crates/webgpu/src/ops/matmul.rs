@@ -109,14 +109,7 @@ fn product_words(
     m: u64,
     w5: u64,
 ) -> Result<[u32; OP_WORDS]> {
-    let mut op = [0; OP_WORDS];
-    for (i, v) in [ea[0], m, eb[1], eb[2] / ea[2], eb[3] / ea[3], w5]
-        .into_iter()
-        .enumerate()
-    {
-        op[i] = ctx.items(v)?;
-    }
-    Ok(op)
+    ctx.item_words(&[ea[0], m, eb[1], eb[2] / ea[2], eb[3] / ea[3], w5])
 }
 
 /// ggml_mul_mat: `srcs = [a, b]`, result `[a.ne1, b.ne1, b.ne2, b.ne3]` in f32.
@@ -848,7 +841,8 @@ const TILED_WIDE_TILES: u64 = 128;
 /// columns and `batches`: 128 for [`TILED_WIDE_TILES`] tiles or more where the device has the
 /// workgroup memory (24 KiB; 64-row tiles take WebGPU's default 16 KiB).
 fn tiled_bm(ctx: &Ctx, [m, n, batches]: [u64; 3]) -> u32 {
-    let fits = 128 * 128 + 8192 <= ctx.caps.limits.max_compute_workgroup_storage_size;
+    // A step of the tile's rows and columns: 8 vec4s of f32 each.
+    let fits = (128 + 64) * 8 * 16 <= ctx.caps.limits.max_compute_workgroup_storage_size;
     match fits && m.div_ceil(128) * n.div_ceil(64) * batches >= TILED_WIDE_TILES {
         true => 128,
         false => 64,

@@ -216,6 +216,15 @@ impl Ctx<'_> {
         u32::try_from(n).map_err(|_| self.unsupported(format!("{n} elements exceed 2^32")))
     }
 
+    /// Op-parameter words 0, 1, … holding the counts `vals` ([`Ctx::items`] each), the rest 0.
+    pub fn item_words(&self, vals: &[u64]) -> Result<[u32; OP_WORDS]> {
+        let mut op = [0; OP_WORDS];
+        for (w, &v) in op.iter_mut().zip(vals) {
+            *w = self.items(v)?;
+        }
+        Ok(op)
+    }
+
     /// A grid of `n` workgroups folded into x and y (each at most 65535), times `z`.
     pub fn grid(&self, n: u64, z: u64) -> Result<[u32; 3]> {
         let x = n.clamp(1, MAX_GROUPS_PER_DIM);

@@ -66,14 +66,10 @@ pub(super) fn mul_mat_id(ctx: &Ctx) -> Result<Vec<Dispatch>> {
     }
     let (k, m) = (a.layout.ne[0], a.layout.ne[1]);
     let cols = dst.layout.ne[1] * dst.layout.ne[2];
-    let mut op = [0; OP_WORDS];
-    op[0] = ctx.items(k)?;
-    op[1] = ctx.items(m)?;
-    op[2] = ctx.items(cols)?;
     Ok(vec![Dispatch {
         key: key(a.dtype, b.dtype),
         operands: vec![a, b, ids, dst],
-        op_words: op,
+        op_words: ctx.item_words(&[k, m, cols])?,
         items: ctx.items(m * cols)?,
         groups: ctx.grid(m * cols, 1)?,
     }])
@@ -119,29 +115,19 @@ fn mul_mat_id_tiled(ctx: &Ctx) -> Result<Option<Vec<Dispatch>>> {
     let (n_exp, cols) = (ea[2], ed[1] * ed[2]);
     let buckets = n_exp + 1;
     let routes = Operand::scratch(DType::I32, buckets * (1 + cols))?;
-    let mut op = [0; OP_WORDS];
-    op[0] = ctx.items(n_exp)?;
-    op[1] = ctx.items(cols)?;
     let route = Dispatch {
         key: route_key(),
         operands: vec![ids, routes.clone()],
-        op_words: op,
+        op_words: ctx.item_words(&[n_exp, cols])?,
         items: ctx.items(cols)?,
         groups: ctx.grid(buckets, 1)?,
     };
     let (key, bm, bn) = super::matmul::id_tile(ctx, a.dtype);
     let (tiles_m, tiles_n) = (ea[1].div_ceil(bm), ed[2].div_ceil(bn));
-    let mut op = [0; OP_WORDS];
-    for (i, v) in [ea[0], ea[1], cols, n_exp, 0, tiles_m, tiles_n]
-        .into_iter()
-        .enumerate()
-    {
-        op[i] = ctx.items(v)?;
-    }
     let product = Dispatch {
         key,
         operands: vec![a, b, routes, dst],
-        op_words: op,
+        op_words: ctx.item_words(&[ea[0], ea[1], cols, n_exp, 0, tiles_m, tiles_n])?,
         items: ctx.items(ed[0] * cols)?,
         groups: ctx.grid(tiles_m * tiles_n, buckets)?,
     };
@@ -219,17 +205,11 @@ pub(super) fn router(
     if !ok {
         return Ok(None);
     }
-    let mut op = [0; OP_WORDS];
-    for (i, v) in [n_exp, u64::from(k), u64::from(norm), strides.0, strides.1]
-        .into_iter()
-        .enumerate()
-    {
-        op[i] = probs.items(v)?;
-    }
+    let words = [n_exp, u64::from(k), u64::from(norm), strides.0, strides.1];
     Ok(Some(vec![Dispatch {
         key: router_key(probs.caps.subgroups),
         operands: vec![logits, ids, dst],
-        op_words: op,
+        op_words: probs.item_words(&words)?,
         items: probs.items(tokens)?,
         groups: probs.grid(tokens, 1)?,
     }]))
