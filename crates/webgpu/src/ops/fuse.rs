@@ -143,7 +143,7 @@ fn ctx<'a>(graph: &'a Graph, t: TensorId, caps: &'a Capabilities) -> Result<Ctx<
 fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
     let g = anchor.graph;
     // A source computed by a node that only the anchor consumes.
-    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
+    let private = |t: TensorId| only(g, uses, t, 1);
     if let Op::Glu { op, swapped: false } = anchor.node.op {
         let (expr, params) = nn::glu_expr(op);
         let (Ok(a), Ok(b)) = (anchor.node.src(0), anchor.node.src(1)) else {
@@ -288,7 +288,7 @@ fn norm_weight(
 /// the module's list).
 fn expert_sum(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
     let g = anchor.graph;
-    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
+    let private = |t: TensorId| only(g, uses, t, 1);
     let (residual, (mut parts, x)) = match expert_chain(g, anchor.id, uses)? {
         Some(chain) => (None, chain),
         None => {
@@ -320,7 +320,7 @@ fn expert_chain(
     last: TensorId,
     uses: &[usize],
 ) -> Result<Option<(Vec<TensorId>, TensorId)>> {
-    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
+    let private = |t: TensorId| only(g, uses, t, 1);
     // Down the chain's left operands, the slot views from the last.
     let (mut views, mut parts) = (Vec::new(), Vec::new());
     let mut t = last;
@@ -352,7 +352,7 @@ fn expert_chain(
     };
     let slots = views.iter().enumerate().all(slot_of_x);
     let mul = g.node(x).op == Op::Binary(BinaryOp::Mul);
-    let x_read = uses[x.index()] == n && !g.outputs().contains(&x);
+    let x_read = only(g, uses, x, n);
     if !slots || !mul || !x_read || lx.ne[1] != n as u64 {
         return Ok(None);
     }
@@ -363,17 +363,17 @@ fn expert_chain(
 /// The expert router pattern anchored at its weights (see the module's list).
 fn expert_router(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
     let g = anchor.graph;
-    let only = |t: TensorId, n: usize| uses[t.index()] == n && !g.outputs().contains(&t);
     let (mut parts, mut rows) = (Vec::new(), anchor.id);
     let norm = anchor.node.op == Op::Binary(BinaryOp::Div);
     if norm {
         let (w, s) = (anchor.node.src(0)?, anchor.node.src(1)?);
-        let sum = g.node(s).op == Op::SumRows && g.node(s).srcs[0] == Some(w) && only(s, 1);
-        if g.node(w).op != Op::Reshape || !only(w, 2) || !sum {
+        let sum =
+            g.node(s).op == Op::SumRows && g.node(s).srcs[0] == Some(w) && only(g, uses, s, 1);
+        if g.node(w).op != Op::Reshape || !only(g, uses, w, 2) || !sum {
             return Ok(None);
         }
         rows = g.node(w).src(0)?;
-        if !only(rows, 1) {
+        if !only(g, uses, rows, 1) {
             return Ok(None);
         }
         parts.extend([rows, w, s]);
@@ -382,7 +382,7 @@ fn expert_router(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, 
         return Ok(None);
     }
     let (pr, picked) = (g.node(rows).src(0)?, g.node(rows).src(1)?);
-    if g.node(pr).op != Op::Reshape || !only(pr, 1) {
+    if g.node(pr).op != Op::Reshape || !only(g, uses, pr, 1) {
         return Ok(None);
     }
     let probs = g.node(pr).src(0)?;
@@ -392,7 +392,7 @@ fn expert_router(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, 
     };
     let plain =
         *scale == 1.0 && *max_bias == 0.0 && g.node(probs).srcs[1..].iter().all(Option::is_none);
-    if g.node(picked).src(0)? != probs || !plain || !only(probs, 2) {
+    if g.node(picked).src(0)? != probs || !plain || !only(g, uses, probs, 2) {
         return Ok(None);
     }
     parts.extend([probs, pr, picked]);
@@ -488,8 +488,7 @@ fn norm_input(
     let Op::RmsNorm { eps } = g.node(norm).op else {
         return Ok(None);
     };
-    let only = |t: TensorId, n: usize| uses[t.index()] == n && !g.outputs().contains(&t);
-    if !only(x, products.len()) || !only(norm, 1) {
+    if !only(g, uses, x, products.len()) || !only(g, uses, norm, 1) {
         return Ok(None);
     }
     let mul = ctx(g, x, mm.caps)?;
@@ -544,7 +543,7 @@ fn kv_parts(cv: &Ctx, uses: &[usize]) -> Result<Option<(TensorId, TensorId, Tens
     if !matches!(g.node(rk).op, Op::Rope(_)) {
         return Ok(None);
     }
-    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
+    let private = |t: TensorId| only(g, uses, t, 1);
     if !private(rk) || !private(rows) || g.node(rows).op != Op::Reshape {
         return Ok(None);
     }
@@ -592,7 +591,7 @@ fn attention_input(cv: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Ve
     let Op::Rope(p) = g.node(rk).op else {
         return Ok(None);
     };
-    let private = |t: TensorId| uses[t.index()] == 1 && !g.outputs().contains(&t);
+    let private = |t: TensorId| only(g, uses, t, 1);
     let product = |t: TensorId| g.node(t).op == Op::MulMat && private(t);
     // A rope's input: a reshape (read only by it) of a product (read only by the reshape).
     let reshaped = |rope: TensorId| {
@@ -636,6 +635,12 @@ fn attention_input(cv: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Ve
     }
     let d = matmul::mul_mat_vec_qkv_rope(&qc, &kc, &vc, None, store()?)?;
     Ok(d.map(|d| (parts.to_vec(), d)))
+}
+
+/// Whether exactly `n` nodes read `t` (the counts of `plan_graph`'s `uses`) and it is not an
+/// output: a fusion that absorbs those readers may absorb `t`.
+fn only(g: &Graph, uses: &[usize], t: TensorId, n: usize) -> bool {
+    uses[t.index()] == n && !g.outputs().contains(&t)
 }
 
 /// Whether a dispatch after the first of `parts` and before `anchor`, other than the parts
