@@ -119,8 +119,9 @@ impl Queue {
     }
 }
 
-/// The handle the HTTP side holds: submit requests, read metrics. Dropping it lets the
-/// scheduler thread finish its requests and exit.
+/// The handle the HTTP side holds: submit requests, read metrics. Dropping it stops the
+/// scheduler thread after the step in flight: the requests it still holds end there (their
+/// handlers see the event channel close), for nothing is left to serve them.
 pub struct Engine {
     queue: Arc<Queue>,
     metrics: Arc<Metrics>,
@@ -283,6 +284,13 @@ impl<'t> Scheduler<'t> {
 
     fn run(mut self) {
         loop {
+            // The engine is gone (the server is shutting down): a request still here may have a
+            // client waiting on an event channel that a task being torn down holds, so
+            // generating on to `max_tokens` would only hold up the shutdown.
+            if self.queue.lock().closed {
+                self.drop_ahead();
+                return;
+            }
             self.drop_cancelled();
             if !self.admit() {
                 return;

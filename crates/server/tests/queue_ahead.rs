@@ -3,7 +3,8 @@
 //! request gets (text, finish, usage) and the step counters must be exactly what the same engine
 //! with `queue_ahead` off gives, when a request runs alone, ends on a stop string, an
 //! end-of-generation token or `max_tokens` with the next request on the same slot, or shares the
-//! engine with a request arriving mid-stream.
+//! engine with a request arriving mid-stream. And dropping the engine (the server shutting
+//! down) ends the requests it holds instead of generating them to the end.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -225,4 +226,20 @@ fn arriving_mid_stream(backend: Backend) {
         "request B did not decode ahead in slot 1 once alone"
     );
     assert!(steps < tokens, "the requests shared no step");
+}
+
+/// Dropping the engine stops its scheduler after the step in flight: of four long requests on
+/// one slot, the last, still waiting, gets no event at all and its channel closes, where
+/// finishing the requests first would have generated 200 tokens before the drop returned.
+#[test]
+fn dropping_the_engine_ends_its_requests() {
+    let e = engine(Backend::Cpu, 1, true);
+    let mut rx: Vec<_> = (0..4).map(|_| submit(&e, A, greedy(50, &[]))).collect();
+    drop(e);
+    let mut last = rx.pop().unwrap();
+    assert_eq!(last.blocking_recv(), None, "a waiting request was served");
+    for mut r in rx {
+        // Whatever came before the drop, the channel ends.
+        while r.blocking_recv().is_some() {}
+    }
 }
