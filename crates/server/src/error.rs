@@ -76,6 +76,18 @@ impl ApiError {
         }
     }
 
+    /// 503 for a request the server ends or refuses because it is shutting down.
+    pub fn shutting_down() -> ApiError {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "The server is shutting down".into(),
+            kind: "server_error",
+            param: None,
+            code: Some("server_shutting_down"),
+            retry_after: None,
+        }
+    }
+
     /// 500 for a failure while generating.
     pub fn internal(message: impl Into<String>) -> ApiError {
         ApiError {

@@ -103,19 +103,27 @@ impl App {
     }
 }
 
-/// Serves `app` on `listener` until `shutdown` completes.
+/// Serves `app` on `listener` until `shutdown` completes. Then no connection is accepted, and
+/// every request in flight or waiting ends at the next step with a 503 (an error chunk when
+/// streamed) instead of generating to the end; this returns once their answers are sent.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Arc<App>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let closing = app.clone();
+    let shutdown = async move {
+        shutdown.await;
+        closing.engine.close();
+    };
     axum::serve(listener, routes::router(app))
         .with_graceful_shutdown(shutdown)
         .await
 }
 
 /// Binds `addr` (`host:port`) and serves `app` until Ctrl-C, on a runtime of its own;
-/// `on_listen` is told the bound address once connections are accepted.
+/// `on_listen` is told the bound address once connections are accepted. After Ctrl-C the
+/// requests in flight end (see [`serve`]); a second Ctrl-C exits at once (status 130).
 pub fn serve_blocking(
     addr: &str,
     app: Arc<App>,
@@ -131,6 +139,11 @@ pub fn serve_blocking(
         on_listen(listener.local_addr()?);
         let ctrl_c = async {
             let _ = tokio::signal::ctrl_c().await;
+            eprintln!("wgllm: shutting down (Ctrl-C again to quit at once)");
+            tokio::spawn(async {
+                let _ = tokio::signal::ctrl_c().await;
+                std::process::exit(130);
+            });
         };
         serve(listener, app, ctrl_c).await?;
         Ok(())

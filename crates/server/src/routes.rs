@@ -269,7 +269,7 @@ async fn collect(reply: Reply, mut rx: UnboundedReceiver<Event>) -> Response {
                 };
                 return Json(reply.object(kind, json!([choice]), Some(usage))).into_response();
             }
-            Some(Event::Failed(e)) => return ApiError::internal(e).into_response(),
+            Some(Event::Failed(e)) => return e.into_response(),
             None => return ApiError::internal("the scheduler dropped the request").into_response(),
         }
     }
@@ -334,7 +334,7 @@ fn stream(
                     st.done = true;
                 }
                 Some(Event::Failed(e)) => {
-                    st.out.push_back(data(ApiError::internal(e).body()));
+                    st.out.push_back(data(e.body()));
                     st.out.push_back(SseEvent::default().data("[DONE]"));
                     st.done = true;
                 }

@@ -58,8 +58,9 @@ pub enum Event {
     },
     /// The end, with the counts.
     Done { finish: Finish, usage: Usage },
-    /// Generation failed on the backend.
-    Failed(String),
+    /// The request cannot go on: generation failed on the backend (500), or the server is
+    /// shutting down (503).
+    Failed(ApiError),
 }
 
 /// Why a request ended.
@@ -119,9 +120,8 @@ impl Queue {
     }
 }
 
-/// The handle the HTTP side holds: submit requests, read metrics. Dropping it stops the
-/// scheduler thread after the step in flight: the requests it still holds end there (their
-/// handlers see the event channel close), for nothing is left to serve them.
+/// The handle the HTTP side holds: submit requests, read metrics. [`Engine::close`] (and
+/// dropping it, which then waits for the thread) stops the scheduler after the step in flight.
 pub struct Engine {
     queue: Arc<Queue>,
     metrics: Arc<Metrics>,
@@ -191,7 +191,10 @@ impl Engine {
     /// Queues `job`, or refuses with 503 when every slot is busy and the queue is full.
     pub fn submit(&self, job: Job) -> Result<(), ApiError> {
         let mut s = self.queue.lock();
-        if s.closed || !self.is_alive() {
+        if s.closed {
+            return Err(ApiError::shutting_down());
+        }
+        if !self.is_alive() {
             return Err(ApiError::internal("the scheduler has stopped"));
         }
         if s.jobs.len() >= self.queue.capacity + s.free_slots {
@@ -211,12 +214,18 @@ impl Engine {
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
     }
+
+    /// Stops the scheduler after the step in flight: every request it holds, in a slot or
+    /// waiting, ends with a 503 saying the server is shutting down, and new ones are refused.
+    pub fn close(&self) {
+        self.queue.lock().closed = true;
+        self.queue.ready.notify_all();
+    }
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        self.queue.lock().closed = true;
-        self.queue.ready.notify_all();
+        self.close();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -284,11 +293,10 @@ impl<'t> Scheduler<'t> {
 
     fn run(mut self) {
         loop {
-            // The engine is gone (the server is shutting down): a request still here may have a
-            // client waiting on an event channel that a task being torn down holds, so
-            // generating on to `max_tokens` would only hold up the shutdown.
+            // Closed (the server is shutting down): generating on to `max_tokens` would hold
+            // the shutdown up for as long.
             if self.queue.lock().closed {
-                self.drop_ahead();
+                self.end_all();
                 return;
             }
             self.drop_cancelled();
@@ -320,10 +328,26 @@ impl<'t> Scheduler<'t> {
     /// Tells slot `i`'s client that the backend failed, and frees the slot.
     fn fail(&mut self, i: usize, e: &ModelError) {
         if let Some(s) = &self.slots[i] {
-            let _ = s.job.events.send(Event::Failed(e.to_string()));
+            let _ = s
+                .job
+                .events
+                .send(Event::Failed(ApiError::internal(e.to_string())));
             Metrics::inc(&self.metrics.failed);
         }
         self.free(i);
+    }
+
+    /// Ends every request held, in a slot or waiting, telling each that the server is shutting
+    /// down.
+    fn end_all(&mut self) {
+        let waiting = std::mem::take(&mut self.queue.lock().jobs);
+        self.metrics.queue_depth.store(0, Ordering::Relaxed);
+        let held = self.slots.iter_mut().filter_map(Option::take);
+        for job in held.map(|s| s.job).chain(waiting) {
+            let _ = job.events.send(Event::Failed(ApiError::shutting_down()));
+        }
+        self.metrics.slots_busy.store(0, Ordering::Relaxed);
+        self.drop_ahead();
     }
 
     /// The slot to decode with a step queued ahead: the only busy one, when it is decoding and

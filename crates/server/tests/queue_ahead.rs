@@ -19,6 +19,7 @@ use wgllm_models::synth::{llama_gguf, LlamaShape};
 use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::{Session, SessionConfig};
 use wgllm_server::api::GenParams;
+use wgllm_server::error::ApiError;
 use wgllm_server::metrics::Metrics;
 use wgllm_server::scheduler::{Engine, Event, Finish, Job, Usage};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
@@ -94,7 +95,7 @@ fn collect(mut rx: UnboundedReceiver<Event>) -> Got {
         match ev {
             Event::Text { text: t, .. } => text.push_str(&t),
             Event::Done { finish, usage } => return (text, finish, usage),
-            Event::Failed(e) => panic!("the request failed: {e}"),
+            Event::Failed(e) => panic!("the request failed: {}", e.message),
         }
     }
     panic!("the scheduler closed the stream without an end")
@@ -229,15 +230,20 @@ fn arriving_mid_stream(backend: Backend) {
 }
 
 /// Dropping the engine stops its scheduler after the step in flight: of four long requests on
-/// one slot, the last, still waiting, gets no event at all and its channel closes, where
-/// finishing the requests first would have generated 200 tokens before the drop returned.
+/// one slot, the last, still waiting, gets nothing but the 503 of a shutdown, where finishing
+/// the requests first would have generated 200 tokens before the drop returned.
 #[test]
 fn dropping_the_engine_ends_its_requests() {
     let e = engine(Backend::Cpu, 1, true);
     let mut rx: Vec<_> = (0..4).map(|_| submit(&e, A, greedy(50, &[]))).collect();
     drop(e);
     let mut last = rx.pop().unwrap();
-    assert_eq!(last.blocking_recv(), None, "a waiting request was served");
+    assert_eq!(
+        last.blocking_recv(),
+        Some(Event::Failed(ApiError::shutting_down())),
+        "a waiting request was served"
+    );
+    assert_eq!(last.blocking_recv(), None);
     for mut r in rx {
         // Whatever came before the drop, the channel ends.
         while r.blocking_recv().is_some() {}

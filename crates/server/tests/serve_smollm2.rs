@@ -2,8 +2,8 @@
 //! (lavapipe in CI), driven by a real HTTP client. Chat with and without streaming, completions
 //! with log-probabilities and a stop string, two clients at once getting what each gets alone
 //! (greedy) in shared steps, every kind of bad input answered with an OpenAI-style error while the
-//! server keeps serving, a full queue answered 503, and a client leaving mid-stream freeing its
-//! slot.
+//! server keeps serving, a full queue answered 503 (then a shutdown ending the request that
+//! filled it), and a client leaving mid-stream freeing its slot.
 //!
 //! They need SmolLM2 in the model cache, so they are ignored by default: `wgllm pull smollm2`,
 //! then `cargo test -p wgllm-server --test serve_smollm2 -- --ignored` (CI runs them in its
@@ -361,7 +361,7 @@ async fn smollm2_bad_input_is_a_4xx_naming_the_problem() {
 #[ignore = "needs SmolLM2 in the model cache"]
 async fn smollm2_full_queue_is_503_with_retry_after() {
     // One slot, no waiting room.
-    let s = start(1, 0, 256, 1 << 20).await;
+    let mut s = start(1, 0, 256, 1 << 20).await;
     let mut body = chat("Tell me a long story about a dragon.", 200);
     body["stream"] = json!(true);
     let mut busy = s.stream("/v1/chat/completions", &body).await;
@@ -384,6 +384,11 @@ async fn smollm2_full_queue_is_503_with_retry_after() {
             .await,
         1.0
     );
+    // Shutting down ends the story at the next step, with the shutdown's error chunk.
+    s.shut_down().await;
+    let rest = busy.collect().await;
+    let last = rest.last().unwrap();
+    assert_eq!(last["error"]["code"], "server_shutting_down", "{last}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,5 +1,5 @@
-//! A real `wgllm-server` on loopback with SmolLM2 on the WebGPU backend (lavapipe in CI), and a
-//! real HTTP client (reqwest) with a small SSE reader.
+//! A real `wgllm-server` on loopback (with SmolLM2 on the WebGPU backend, lavapipe in CI, or any
+//! app a test builds), and a real HTTP client (reqwest) with a small SSE reader.
 
 use std::sync::Arc;
 
@@ -24,6 +24,7 @@ pub struct Server {
     pub base: String,
     pub client: reqwest::Client,
     stop: Option<oneshot::Sender<()>>,
+    served: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
     _serial: MutexGuard<'static, ()>,
 }
 
@@ -35,9 +36,9 @@ impl Drop for Server {
     }
 }
 
-/// Starts a server with `parallel` slots of `n_ctx` tokens and a queue of `queue`.
+/// Starts a SmolLM2 server with `parallel` slots of `n_ctx` tokens and a queue of `queue`.
 pub async fn start(parallel: usize, queue: usize, n_ctx: usize, max_body: usize) -> Server {
-    let serial = SERIAL.lock().await;
+    let serial = serial().await;
     let path = model_cache_dir().join(SMOLLM2);
     let file = GgufFile::open(&path)
         .unwrap_or_else(|e| panic!("{SMOLLM2} in the model cache (wgllm pull smollm2): {e}"));
@@ -60,21 +61,42 @@ pub async fn start(parallel: usize, queue: usize, n_ctx: usize, max_body: usize)
         ..ServerConfig::new(MODEL_ID, n_ctx)
     };
     let app: Arc<App> = App::start(load, tokenizer, server).unwrap();
+    serve(app, serial).await
+}
+
+/// Serves `app` on a free loopback port; `serial` holds the machine for it.
+pub async fn serve(app: Arc<App>, serial: MutexGuard<'static, ()>) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = oneshot::channel();
-    tokio::spawn(wgllm_server::serve(listener, app, async {
+    let served = tokio::spawn(wgllm_server::serve(listener, app, async {
         let _ = rx.await;
     }));
     Server {
         base: format!("http://{addr}"),
         client: reqwest::Client::new(),
         stop: Some(tx),
+        served: Some(served),
         _serial: serial,
     }
 }
 
+/// Holds the machine for one server (see [`serve`]).
+pub async fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().await
+}
+
 impl Server {
+    /// Signals shutdown (as Ctrl-C does) and waits until `serve` returns.
+    pub async fn shut_down(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(served) = self.served.take() {
+            served.await.unwrap().unwrap();
+        }
+    }
+
     /// POSTs `body` to `path`; the status and the JSON answer.
     pub async fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         self.post_raw(path, body.to_string()).await

@@ -53,7 +53,7 @@ pub struct Args {
     pub backend: BackendArgs,
 }
 
-/// Loads the model and serves until Ctrl-C.
+/// Loads the model and serves until Ctrl-C (see `wgllm_server::serve_blocking`).
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     if args.parallel == 0 {
         anyhow::bail!("--parallel must be at least 1");
