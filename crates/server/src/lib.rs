@@ -24,7 +24,7 @@ use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::Session;
 
 use crate::metrics::Metrics;
-use crate::scheduler::Engine;
+use crate::scheduler::{Engine, EngineOptions};
 
 /// How the server runs.
 #[derive(Clone, Debug)]
@@ -43,6 +43,9 @@ pub struct ServerConfig {
     /// sampling without penalties or log-probabilities); off: every step is read before the
     /// next is queued.
     pub queue_ahead: bool,
+    /// Freed slots keep their tokens' KV rows; a request takes the slot sharing the longest
+    /// prefix with its prompt and prefills only the rest (llama-server's `cache_prompt`).
+    pub prompt_cache: bool,
 }
 
 impl ServerConfig {
@@ -55,6 +58,7 @@ impl ServerConfig {
             ubatch: 256,
             max_body_bytes: 1 << 20,
             queue_ahead: true,
+            prompt_cache: true,
         }
     }
 }
@@ -81,14 +85,13 @@ impl App {
     ) -> anyhow::Result<Arc<App>> {
         let tokenizer = Arc::new(tokenizer);
         let metrics = Arc::new(Metrics::default());
-        let engine = Engine::start(
-            load,
-            tokenizer.clone(),
-            cfg.queue,
-            cfg.ubatch,
-            cfg.queue_ahead,
-            metrics.clone(),
-        )?;
+        let opts = EngineOptions {
+            queue: cfg.queue,
+            ubatch: cfg.ubatch,
+            queue_ahead: cfg.queue_ahead,
+            prompt_cache: cfg.prompt_cache,
+        };
+        let engine = Engine::start(load, tokenizer.clone(), opts, metrics.clone())?;
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());

@@ -21,6 +21,8 @@ pub struct Metrics {
     /// Requests that failed on the backend.
     pub failed: AtomicU64,
     pub prompt_tokens: AtomicU64,
+    /// Of those, tokens kept in a slot's cache from its earlier request (not run again).
+    pub prompt_tokens_cached: AtomicU64,
     pub generated_tokens: AtomicU64,
     /// Graph steps run, and the time spent in them.
     pub steps: AtomicU64,
@@ -104,8 +106,14 @@ impl Metrics {
         metric(
             "wgllm_prompt_tokens_total",
             "counter",
-            "Prompt tokens processed.",
+            "Prompt tokens of the requests admitted.",
             &[("", g(&self.prompt_tokens) as f64)],
+        );
+        metric(
+            "wgllm_prompt_tokens_cached_total",
+            "counter",
+            "Of those, tokens found in a slot's prompt cache and not run again.",
+            &[("", g(&self.prompt_tokens_cached) as f64)],
         );
         metric(
             "wgllm_generated_tokens_total",

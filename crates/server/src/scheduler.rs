@@ -8,7 +8,14 @@
 //!    handler, ending requests at an end-of-generation token, a stop string or `max_tokens`.
 //!
 //! So a new request joins between steps (its prompt prefilled in chunks alongside the others'
-//! decoding) and a finished or abandoned one leaves at the next step. Requests wait in a bounded
+//! decoding) and a finished or abandoned one leaves at the next step.
+//!
+//! Prompt cache (with `prompt_cache`, as llama-server's `cache_prompt`): a slot keeps its
+//! request's tokens in the KV cache when it is freed. A new request takes the free slot whose
+//! kept tokens share the longest prefix with its prompt (the least recently used on a tie) and
+//! prefills only the rest, so a conversation's next turn, which repeats the whole history,
+//! costs only its new tokens. At least the prompt's last token is always run: its logits give
+//! the first generated token. `Usage::cached_tokens` says how many were reused. Requests wait in a bounded
 //! queue; when it is full, [`Engine::submit`] refuses (503) instead of queueing without bound.
 //!
 //! A lone client decodes one step queued ahead (with `queue_ahead`): while exactly one slot is
@@ -86,6 +93,8 @@ impl Finish {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Usage {
     pub prompt_tokens: usize,
+    /// Prompt tokens whose KV rows were kept from the slot's earlier request.
+    pub cached_tokens: usize,
     pub completion_tokens: usize,
 }
 
@@ -128,21 +137,31 @@ pub struct Engine {
     thread: Option<JoinHandle<()>>,
 }
 
+/// How the scheduler runs.
+#[derive(Clone, Copy, Debug)]
+pub struct EngineOptions {
+    /// Requests that may wait while every slot is busy.
+    pub queue: usize,
+    /// Most tokens a step carries (at least one per slot).
+    pub ubatch: usize,
+    /// A lone decoding slot keeps one step queued ahead on the device (see the module's notes).
+    pub queue_ahead: bool,
+    /// Freed slots keep their tokens for a later prompt sharing a prefix (see the module's
+    /// notes).
+    pub prompt_cache: bool,
+}
+
 impl Engine {
     /// Starts the scheduler thread, which builds its `Session` with `load` (backends and
-    /// sessions stay on the thread that made them) and gives one slot to each sequence. At most
-    /// `queue` requests wait while every slot is busy; a step carries at most `ubatch` tokens (at
-    /// least one per slot); with `queue_ahead` a lone decoding slot keeps one step queued ahead
-    /// on the device (see the module's notes). Returns once the session is built, or with its
-    /// error.
+    /// sessions stay on the thread that made them) and gives one slot to each sequence. Returns
+    /// once the session is built, or with its error.
     pub fn start(
         load: Box<dyn FnOnce() -> anyhow::Result<Session> + Send>,
         tokenizer: Arc<Tokenizer>,
-        queue: usize,
-        ubatch: usize,
-        queue_ahead: bool,
+        opts: EngineOptions,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<Engine> {
+        let queue = opts.queue;
         let q = Arc::new(Queue {
             state: Mutex::new(QueueState {
                 jobs: VecDeque::new(),
@@ -168,7 +187,7 @@ impl Engine {
                 q2.lock().free_slots = slots;
                 m2.slots_total.store(slots as u64, Ordering::Relaxed);
                 let _ = ready_tx.send(Ok(()));
-                Scheduler::new(session, &tokenizer, q2, m2, ubatch.max(slots), queue_ahead).run();
+                Scheduler::new(session, &tokenizer, q2, m2, opts).run();
             })?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Engine {
@@ -239,6 +258,8 @@ struct Slot<'t> {
     order: u64,
     /// Prompt tokens already in the cache.
     prefilled: usize,
+    /// Prompt tokens kept in the cache from the slot's earlier request.
+    cached: usize,
     /// The sampled token the next step feeds.
     next: Option<u32>,
     /// Prompt and generated tokens (the penalties' window).
@@ -261,10 +282,15 @@ struct Scheduler<'t> {
     queue: Arc<Queue>,
     metrics: Arc<Metrics>,
     slots: Vec<Option<Slot<'t>>>,
+    /// The tokens each free slot's sequence holds in the KV cache (empty without the prompt
+    /// cache), and the admission number of the last request that used it.
+    kept: Vec<Vec<u32>>,
+    last_used: Vec<u64>,
     budget: usize,
     admitted: u64,
     /// Whether a lone decoding slot may keep a step queued ahead.
     queue_ahead: bool,
+    prompt_cache: bool,
     ahead: Option<Ahead>,
 }
 
@@ -274,19 +300,21 @@ impl<'t> Scheduler<'t> {
         tok: &'t Tokenizer,
         queue: Arc<Queue>,
         metrics: Arc<Metrics>,
-        budget: usize,
-        queue_ahead: bool,
+        opts: EngineOptions,
     ) -> Scheduler<'t> {
-        let slots = (0..session.n_seq()).map(|_| None).collect();
+        let n = session.n_seq();
         Scheduler {
             session,
             tok,
             queue,
             metrics,
-            slots,
-            budget,
+            slots: (0..n).map(|_| None).collect(),
+            kept: vec![Vec::new(); n],
+            last_used: vec![0; n],
+            budget: opts.ubatch.max(n),
             admitted: 0,
-            queue_ahead,
+            queue_ahead: opts.queue_ahead,
+            prompt_cache: opts.prompt_cache,
             ahead: None,
         }
     }
@@ -316,12 +344,21 @@ impl<'t> Scheduler<'t> {
 
     /// Frees slot `i`, dropping the step queued ahead for it.
     fn free(&mut self, i: usize) {
-        if self.slots[i].take().is_some() {
-            self.queue.lock().free_slots += 1;
-            self.metrics.slots_busy.fetch_sub(1, Ordering::Relaxed);
-        }
+        let Some(s) = self.slots[i].take() else {
+            return;
+        };
+        self.queue.lock().free_slots += 1;
+        self.metrics.slots_busy.fetch_sub(1, Ordering::Relaxed);
         if self.ahead.as_ref().is_some_and(|a| a.slot == i) {
             self.drop_ahead();
+        }
+        // The cache holds the prompt's prefilled part, then each generated token once a step
+        // has fed it: the history's first `seq_len` tokens.
+        self.last_used[i] = s.order;
+        if self.prompt_cache {
+            let mut kept = s.history;
+            kept.truncate(self.session.seq_len(i));
+            self.kept[i] = kept;
         }
     }
 
@@ -335,6 +372,9 @@ impl<'t> Scheduler<'t> {
             Metrics::inc(&self.metrics.failed);
         }
         self.free(i);
+        // What a failed step left in the cache is not to be trusted.
+        self.kept[i].clear();
+        self.session.clear_seq(i);
     }
 
     /// Ends every request held, in a slot or waiting, telling each that the server is shutting
@@ -468,23 +508,32 @@ impl<'t> Scheduler<'t> {
             }
             q = self.queue.ready.wait(q).unwrap_or_else(|p| p.into_inner());
         }
-        for i in 0..self.slots.len() {
-            if self.slots[i].is_some() {
-                continue;
-            }
-            let Some(job) = q.jobs.pop_front() else {
+        while let Some(job) = q.jobs.front() {
+            // The free slot keeping the longest prefix of the prompt, else the least recently
+            // used.
+            let Some((reuse, i)) = (0..self.slots.len())
+                .filter(|&i| self.slots[i].is_none())
+                .map(|i| (self.reusable(i, &job.prompt), i))
+                .max_by_key(|&(reuse, i)| (reuse, std::cmp::Reverse(self.last_used[i])))
+            else {
                 break;
             };
+            let job = q.jobs.pop_front().expect("a job is waiting");
             q.free_slots -= 1;
-            self.session.clear_seq(i);
+            self.session.truncate_seq(i, reuse);
+            self.kept[i] = Vec::new();
             self.admitted += 1;
             self.metrics
                 .prompt_tokens
                 .fetch_add(job.prompt.len() as u64, Ordering::Relaxed);
+            self.metrics
+                .prompt_tokens_cached
+                .fetch_add(reuse as u64, Ordering::Relaxed);
             Metrics::inc(&self.metrics.slots_busy);
             self.slots[i] = Some(Slot {
                 order: self.admitted,
-                prefilled: 0,
+                prefilled: reuse,
+                cached: reuse,
                 next: None,
                 history: job.prompt.clone(),
                 generated: 0,
@@ -498,6 +547,14 @@ impl<'t> Scheduler<'t> {
             .queue_depth
             .store(q.jobs.len() as u64, Ordering::Relaxed);
         true
+    }
+
+    /// Tokens of `prompt` free slot `i` holds in its cache already: their common prefix, less
+    /// the prompt's last token, which must run for its logits.
+    fn reusable(&self, i: usize, prompt: &[u32]) -> usize {
+        let kept = &self.kept[i];
+        let common = kept.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        common.min(prompt.len().saturating_sub(1))
     }
 
     /// One batched step over every busy slot.
@@ -648,6 +705,7 @@ impl<'t> Scheduler<'t> {
             Some(f) => {
                 let usage = Usage {
                     prompt_tokens: s.job.prompt.len(),
+                    cached_tokens: s.cached,
                     completion_tokens: s.generated,
                 };
                 // The slot is free before the client hears the end.

@@ -49,6 +49,11 @@ pub struct Args {
     /// lone greedy or top-K-sampled request keeps one step queued ahead on the device).
     #[arg(long)]
     pub no_queue_ahead: bool,
+    /// Clear a slot's KV cache for each request (by default a freed slot keeps its tokens, and
+    /// a request whose prompt starts with them, like a conversation's next turn, takes that
+    /// slot and runs only the rest of its prompt).
+    #[arg(long)]
+    pub no_prompt_cache: bool,
     #[command(flatten)]
     pub backend: BackendArgs,
 }
@@ -96,6 +101,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         ubatch: args.ubatch,
         max_body_bytes: args.max_body,
         queue_ahead: !args.no_queue_ahead,
+        prompt_cache: !args.no_prompt_cache,
         ..ServerConfig::new(model_id.clone(), n_ctx)
     };
     let app = App::start(load, tokenizer, server)?;

@@ -1,10 +1,16 @@
-//! The scheduler's lone-client decoding with a step queued ahead on the device, on a tiny
-//! synthetic llama on the CPU backend and on the WebGPU backend (lavapipe in CI): what each
-//! request gets (text, finish, usage) and the step counters must be exactly what the same engine
-//! with `queue_ahead` off gives, when a request runs alone, ends on a stop string, an
-//! end-of-generation token or `max_tokens` with the next request on the same slot, or shares the
-//! engine with a request arriving mid-stream. And dropping the engine (the server shutting
-//! down) ends the requests it holds instead of generating them to the end.
+//! The scheduler, on a tiny synthetic llama on the CPU backend and on the WebGPU backend
+//! (lavapipe in CI).
+//! - Lone-client decoding with a step queued ahead on the device: what each request gets (text,
+//!   finish, usage) and the step counters must be exactly what the same engine with
+//!   `queue_ahead` off gives, when a request runs alone, ends on a stop string, an
+//!   end-of-generation token or `max_tokens` with the next request on the same slot, or shares
+//!   the engine with a request arriving mid-stream.
+//! - The prompt cache: a request repeating a finished one's prompt, or continuing its
+//!   conversation (its prompt and generated tokens, then more), runs only what its slot does
+//!   not hold, as many tokens as counted here from the greedy tokens computed apart, and gets
+//!   what an engine without the cache gives; with two slots each prompt finds its own.
+//! - Dropping the engine (the server shutting down) ends the requests it holds instead of
+//!   generating them to the end.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,7 +27,7 @@ use wgllm_models::{Session, SessionConfig};
 use wgllm_server::api::GenParams;
 use wgllm_server::error::ApiError;
 use wgllm_server::metrics::Metrics;
-use wgllm_server::scheduler::{Engine, Event, Finish, Job, Usage};
+use wgllm_server::scheduler::{Engine, EngineOptions, Event, Finish, Job, Usage};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
 
 const A: &[u32] = &[1, 57, 9, 3, 207, 12, 40];
@@ -39,8 +45,12 @@ enum Backend {
     Gpu,
 }
 
-/// An engine of `slots` slots of 64 tokens over the tiny model.
+/// An engine of `slots` slots of 64 tokens over the tiny model, without the prompt cache.
 fn engine(backend: Backend, slots: usize, queue_ahead: bool) -> Engine {
+    engine_with(backend, slots, queue_ahead, false)
+}
+
+fn engine_with(backend: Backend, slots: usize, queue_ahead: bool, prompt_cache: bool) -> Engine {
     let (bytes, tok) = model();
     let load = Box::new(move || -> anyhow::Result<Session> {
         let f = GgufFile::from_bytes(bytes)?;
@@ -58,7 +68,13 @@ fn engine(backend: Backend, slots: usize, queue_ahead: bool) -> Engine {
             }
         })
     });
-    Engine::start(load, tok, 4, 8, queue_ahead, Arc::new(Metrics::default())).unwrap()
+    let opts = EngineOptions {
+        queue: 4,
+        ubatch: 8,
+        queue_ahead,
+        prompt_cache,
+    };
+    Engine::start(load, tok, opts, Arc::new(Metrics::default())).unwrap()
 }
 
 fn greedy(max_tokens: usize, stop: &[&str]) -> GenParams {
@@ -248,4 +264,91 @@ fn dropping_the_engine_ends_its_requests() {
         // Whatever came before the drop, the channel ends.
         while r.blocking_recv().is_some() {}
     }
+}
+
+/// The greedy tokens after `prompt` (at most `n`, ending before an end-of-generation token),
+/// computed apart from the scheduler with a session of its own.
+fn greedy_ids(prompt: &[u32], n: usize) -> Vec<u32> {
+    let (bytes, tok) = model();
+    let f = GgufFile::from_bytes(bytes).unwrap();
+    let cfg = SessionConfig {
+        n_ctx: 64,
+        ubatch: 8,
+        kv_dtype: DType::F16,
+        all_logits: false,
+    };
+    let mut session = Session::new(&CpuBackend, &f, cfg).unwrap();
+    let mut ids = Vec::new();
+    let mut logits = session.eval(prompt).unwrap().pop().unwrap();
+    while ids.len() < n {
+        let id = (0..logits.len() as u32)
+            .max_by(|&a, &b| {
+                logits[a as usize]
+                    .total_cmp(&logits[b as usize])
+                    .then(b.cmp(&a))
+            })
+            .unwrap();
+        if tok.is_eog(id) {
+            break;
+        }
+        ids.push(id);
+        logits = session.eval(&[id]).unwrap().pop().unwrap();
+    }
+    ids
+}
+
+#[test]
+fn the_prompt_cache_runs_only_what_a_slot_does_not_hold() {
+    prompt_cache(Backend::Cpu);
+}
+
+#[test]
+fn the_prompt_cache_runs_only_what_a_slot_does_not_hold_on_webgpu() {
+    prompt_cache(Backend::Gpu);
+}
+
+fn prompt_cache(backend: Backend) {
+    let (plain, cached) = (
+        engine(backend, 1, true),
+        engine_with(backend, 1, true, true),
+    );
+    let both = |prompt: &[u32], params: GenParams| {
+        let want = run(&plain, prompt, params.clone());
+        let got = run(&cached, prompt, params);
+        assert_eq!((&got.0, got.1), (&want.0, want.1), "{prompt:?}");
+        assert_eq!(got.2.completion_tokens, want.2.completion_tokens);
+        assert_eq!(want.2.cached_tokens, 0, "the plain engine kept tokens");
+        got.2.cached_tokens
+    };
+    // Nothing is kept at first; the same prompt again reuses all but its last token.
+    assert_eq!(both(A, greedy(12, &[])), 0);
+    assert_eq!(both(A, greedy(12, &[])), A.len() - 1);
+    // A conversation's next turn: the prompt, the reply, then more. The slot holds the prompt
+    // and every generated token a step has fed: all but the last at `max_tokens`.
+    let reply = greedy_ids(A, 12);
+    let (n, last_fed) = match reply.len() {
+        12 => (12, 11),
+        n => (n, n),
+    };
+    let turn: Vec<u32> = [A, &reply[..n], B].concat();
+    assert_eq!(both(&turn, greedy(8, &[])), A.len() + last_fed);
+    // A prompt sharing only a prefix: the cache is cut there.
+    let other: Vec<u32> = [&A[..3], B].concat();
+    assert_eq!(both(&other, greedy(8, &[])), 3);
+}
+
+/// Two slots: each prompt goes back to the slot holding it, and a prompt sharing nothing takes
+/// the least recently used slot, so the other's tokens stay.
+#[test]
+fn each_prompt_finds_the_slot_that_holds_it() {
+    let e = engine_with(Backend::Cpu, 2, false, true);
+    let cached = |prompt: &[u32]| run(&e, prompt, greedy(4, &[])).2.cached_tokens;
+    assert_eq!(cached(A), 0);
+    assert_eq!(cached(B), 0);
+    assert_eq!(cached(A), A.len() - 1);
+    assert_eq!(cached(B), B.len() - 1);
+    assert_eq!(cached(&[9, 9, 9]), 0);
+    // [9, 9, 9] took A's slot (used before B's last request): B's is kept.
+    assert_eq!(cached(B), B.len() - 1);
+    assert_eq!(cached(A), 0);
 }
