@@ -44,6 +44,10 @@ pub struct GenStats {
     pub generated_tokens: usize,
     pub generate_time: Duration,
     pub stop: StopReason,
+    /// The generated tokens, an end-of-generation token left out. The session's cache then
+    /// holds the prompt and these, less the last unless it was evaluated
+    /// (`Session::n_past` says how many).
+    pub tokens: Vec<u32>,
 }
 
 impl GenStats {
@@ -185,6 +189,7 @@ pub async fn generate_async(
         generated_tokens: generated,
         generate_time: t1.elapsed(),
         stop,
+        tokens: history.split_off(prompt.len()),
     })
 }
 

@@ -300,15 +300,11 @@ fn chat_prompt(f: &Fields<'_>, tok: &Tokenizer) -> Result<Vec<u32>, ApiError> {
         };
         messages.push(ChatMessage::new(role, content));
     }
-    let rendered = tok
-        .render_chat(&messages, true)
-        .map_err(|e| bad(format!("the chat template failed: {e}")))?;
-    let has_bos = tok
-        .bos()
-        .and_then(|b| tok.token_str(b))
-        .is_some_and(|b| rendered.starts_with(b));
-    tok.encode_with(&rendered, !has_bos, true)
-        .map_err(|e| bad(format!("the messages could not be tokenized: {e}")))
+    tok.chat_ids(&messages).map_err(|e| {
+        bad(format!(
+            "the messages could not be rendered and tokenized: {e}"
+        ))
+    })
 }
 
 /// `prompt`: a string (BOS added where the model wants it), an array of one string, or an array

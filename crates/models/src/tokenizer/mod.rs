@@ -383,10 +383,17 @@ impl Tokenizer {
     /// the chat template as one user message. BOS is added where the model wants it, unless the
     /// template already wrote it.
     pub fn prompt_ids(&self, text: &str, chat: bool) -> Result<Vec<u32>, TokenizerError> {
-        if !chat {
-            return self.encode(text, true);
+        match chat {
+            true => self.chat_ids(&[ChatMessage::new("user", text)]),
+            false => self.encode(text, true),
         }
-        let rendered = self.render_chat(&[ChatMessage::new("user", text)], true)?;
+    }
+
+    /// Token ids of a conversation rendered with the chat template, ending with the text that
+    /// opens the assistant's reply. BOS is added where the model wants it, unless the template
+    /// already wrote it.
+    pub fn chat_ids(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, TokenizerError> {
+        let rendered = self.render_chat(messages, true)?;
         let has_bos = self
             .bos()
             .and_then(|b| self.token_str(b))

@@ -51,13 +51,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
             "user",
             line.trim_end_matches(['\r', '\n']),
         ));
-        let rendered = m.tokenizer.render_chat(&messages, true)?;
-        let has_bos = m
-            .tokenizer
-            .bos()
-            .and_then(|b| m.tokenizer.token_str(b))
-            .is_some_and(|b| rendered.starts_with(b));
-        let ids = m.tokenizer.encode_with(&rendered, !has_bos, true)?;
+        let ids = m.tokenizer.chat_ids(&messages)?;
         // Reuse the cached prefix; evaluate the rest.
         let common = cached
             .iter()
@@ -87,9 +81,10 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
             stats.generated_tokens,
             stats.generate_tps()
         );
-        // The cache now holds the prompt and the answer; re-rendering will re-tokenize the answer,
-        // so only the prompt part is known to match.
-        cached = ids;
+        // The cache holds the prompt and the answer's evaluated tokens; the next turn re-tokenizes
+        // the answer, mostly (not always) into the same tokens: the common prefix decides.
+        cached = [ids, stats.tokens].concat();
+        cached.truncate(m.session.n_past());
         messages.push(ChatMessage::new("assistant", answer));
     }
     Ok(())
