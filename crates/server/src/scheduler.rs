@@ -12,8 +12,8 @@
 //!
 //! Prompt cache (with `prompt_cache`, as llama-server's `cache_prompt`): a slot keeps its
 //! request's tokens in the KV cache when it is freed. A new request takes the free slot whose
-//! kept tokens share the longest prefix with its prompt (the least recently used on a tie) and
-//! prefills only the rest, so a conversation's next turn, which repeats the whole history,
+//! kept tokens share more with its prompt than taking the slot would throw away, the most such
+//! (else the least recently used slot), and prefills only the rest, so a conversation's next turn, which repeats the whole history,
 //! costs only its new tokens. At least the prompt's last token is always run: its logits give
 //! the first generated token. `Usage::cached_tokens` says how many were reused. Requests wait in a bounded
 //! queue; when it is full, [`Engine::submit`] refuses (503) instead of queueing without bound.
@@ -509,12 +509,16 @@ impl<'t> Scheduler<'t> {
             q = self.queue.ready.wait(q).unwrap_or_else(|p| p.into_inner());
         }
         while let Some(job) = q.jobs.front() {
-            // The free slot keeping the longest prefix of the prompt, else the least recently
-            // used.
-            let Some((reuse, i)) = (0..self.slots.len())
+            // The free slot where the prompt reuses more tokens than it throws away, the most
+            // such, else the least recently used: a new conversation sharing only a system
+            // prompt with a long one takes another slot rather than cut that one short.
+            let Some((reuse, _, i)) = (0..self.slots.len())
                 .filter(|&i| self.slots[i].is_none())
-                .map(|i| (self.reusable(i, &job.prompt), i))
-                .max_by_key(|&(reuse, i)| (reuse, std::cmp::Reverse(self.last_used[i])))
+                .map(|i| {
+                    let (reuse, lost) = self.reusable(i, &job.prompt);
+                    (reuse, reuse.saturating_sub(lost), i)
+                })
+                .max_by_key(|&(_, gain, i)| (gain, std::cmp::Reverse(self.last_used[i])))
             else {
                 break;
             };
@@ -549,12 +553,14 @@ impl<'t> Scheduler<'t> {
         true
     }
 
-    /// Tokens of `prompt` free slot `i` holds in its cache already: their common prefix, less
-    /// the prompt's last token, which must run for its logits.
-    fn reusable(&self, i: usize, prompt: &[u32]) -> usize {
+    /// Tokens of `prompt` free slot `i` holds in its cache already (their common prefix, less
+    /// the prompt's last token, which must run for its logits), and the slot's tokens past
+    /// them, which taking it would throw away.
+    fn reusable(&self, i: usize, prompt: &[u32]) -> (usize, usize) {
         let kept = &self.kept[i];
         let common = kept.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-        common.min(prompt.len().saturating_sub(1))
+        let reuse = common.min(prompt.len().saturating_sub(1));
+        (reuse, kept.len() - reuse)
     }
 
     /// One batched step over every busy slot.

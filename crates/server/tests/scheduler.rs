@@ -8,7 +8,8 @@
 //! - The prompt cache: a request repeating a finished one's prompt, or continuing its
 //!   conversation (its prompt and generated tokens, then more), runs only what its slot does
 //!   not hold, as many tokens as counted here from the greedy tokens computed apart, and gets
-//!   what an engine without the cache gives; with two slots each prompt finds its own.
+//!   what an engine without the cache gives; with two slots each prompt finds its own, and a
+//!   prompt sharing only a little with a long conversation leaves it whole.
 //! - Dropping the engine (the server shutting down) ends the requests it holds instead of
 //!   generating them to the end.
 
@@ -351,4 +352,21 @@ fn each_prompt_finds_the_slot_that_holds_it() {
     // [9, 9, 9] took A's slot (used before B's last request): B's is kept.
     assert_eq!(cached(B), B.len() - 1);
     assert_eq!(cached(A), 0);
+}
+
+/// A prompt sharing only a short prefix with a slot's long conversation takes the other slot
+/// (least recently used) rather than throw that conversation away, which then comes back whole.
+#[test]
+fn a_new_prompt_does_not_cut_a_longer_conversation_short() {
+    let e = engine_with(Backend::Cpu, 2, false, true);
+    let long: Vec<u32> = (0..20).map(|k| 30 + 7 * k).collect();
+    let cached = |prompt: &[u32]| run(&e, prompt, greedy(8, &[])).2.cached_tokens;
+    assert_eq!(cached(&long), 0);
+    let short: Vec<u32> = [&long[..3], B].concat();
+    assert_eq!(
+        cached(&short),
+        0,
+        "the short prompt took the long one's slot"
+    );
+    assert_eq!(cached(&long), long.len() - 1);
 }
