@@ -1,7 +1,8 @@
 // The chat page: the engine runs in a module worker (worker.js), so the page stays responsive
 // while kernels compile and tokens generate. Loads a GGUF from a file or URL with a progress bar
-// and streams greedy replies. `?model=URL` loads a model at start-up; `window.wgllm` exposes the
-// state the end-to-end test (tests/e2e.mjs) waits on.
+// and streams greedy replies in a conversation (New chat starts another). `?model=URL` loads a
+// model at start-up; `window.wgllm` exposes the state the end-to-end test (tests/e2e.mjs) waits
+// on.
 
 const $ = (id) => document.getElementById(id);
 const state = { ready: false, loaded: false, loadedBy: null, busy: false, error: null, last: null };
@@ -20,6 +21,7 @@ worker.onerror = (e) => {
 };
 
 function load(request) {
+  $('log').replaceChildren(); // a new model starts a new conversation
   state.loaded = false;
   state.error = null;
   $('progress').value = 0;
@@ -36,6 +38,13 @@ function send(text) {
   reply.className = 'assistant';
   $('log').append(user, reply);
   worker.postMessage({ type: 'generate', text, maxTokens: Number($('max').value) || 64 });
+}
+
+// A new conversation: the worker forgets the turns (a new model does too).
+function newChat() {
+  $('log').replaceChildren();
+  $('stats').textContent = '';
+  worker.postMessage({ type: 'reset' });
 }
 
 const handlers = {
@@ -71,7 +80,8 @@ const handlers = {
   done({ result: r }) {
     state.last = r;
     $('stats').textContent =
-      `prompt ${r.promptTokens} tokens (${r.promptTps.toFixed(1)} t/s) · ` +
+      `prompt ${r.promptTokens} tokens (${r.promptTps.toFixed(1)} t/s` +
+      `${r.cachedTokens ? `, ${r.cachedTokens} more kept from the last turn` : ''}) · ` +
       `generated ${r.generatedTokens} tokens (${r.generateTps.toFixed(2)} tokens/s) · ${r.stop}`;
     state.busy = false;
   },
@@ -90,6 +100,9 @@ $('file').onchange = () => {
   if (file) load({ type: 'load', file });
 };
 $('fetch').onclick = () => load({ type: 'load', url: new URL($('url').value, location.href).href });
+$('new').onclick = () => {
+  if (!state.busy) newChat();
+};
 $('chat').onsubmit = (ev) => {
   ev.preventDefault();
   const text = $('prompt').value.trim();

@@ -1,16 +1,19 @@
 // The engine's thread: a dedicated module worker that owns wgllm-web's WebEngine, so compiling
 // kernels, uploading weights and generating never block the page. Requests run one at a time, in
-// the order they arrive.
+// the order they arrive. It keeps the conversation: each message is answered after the earlier
+// turns (whose tokens the engine keeps in its KV cache), until 'reset' or a new model.
 //
 // page → worker: {type: 'load', url} | {type: 'load', file} | {type: 'generate', text, maxTokens}
+//                | {type: 'reset'}                       a new conversation
 // worker → page: {type: 'ready', adapter}
 //                {type: 'progress', loaded, total}       bytes of the model read so far (total 0:
 //                                                         unknown)
 //                {type: 'compiling'}                     every byte read; building the model
 //                {type: 'loaded', summary, seconds, by}  by: 'loadStream' or 'load'
 //                {type: 'token', piece}                  streamed text
-//                {type: 'done', result}                  {text, promptTokens, generatedTokens,
-//                                                         promptTps, generateTps, stop}
+//                {type: 'done', result}                  {text, promptTokens, cachedTokens,
+//                                                         generatedTokens, promptTps,
+//                                                         generateTps, stop}
 //                {type: 'error', where, message}
 import init, { WebEngine } from './pkg/wgllm_web.js';
 
@@ -92,19 +95,33 @@ async function load(engine, { url, file }) {
     summary = engine.load(bytes);
   }
   post('loaded', { summary, seconds: (performance.now() - t0) / 1000, by });
+  messages = [];
 }
 
-async function generate(engine, { text: prompt, maxTokens }) {
-  const result = await engine.generate(prompt, true, maxTokens, 0, (piece) => {
+// The conversation so far: {role, content} of each turn answered.
+let messages = [];
+
+async function generate(engine, { text, maxTokens }) {
+  const turn = [...messages, { role: 'user', content: text }];
+  const result = await engine.generateChat(turn, maxTokens, 0, (piece) => {
     post('token', { piece });
     return true;
   });
+  messages = [...turn, { role: 'assistant', content: result.text }];
   post('done', { result });
+}
+
+async function reset() {
+  messages = [];
 }
 
 const opened = open();
 let queue = opened.catch((e) => post('error', { where: 'opening WebGPU', message: text(e) }));
-const handlers = { load: [load, 'loading'], generate: [generate, 'generating'] };
+const handlers = {
+  load: [load, 'loading'],
+  generate: [generate, 'generating'],
+  reset: [reset, 'starting a new chat'],
+};
 
 onmessage = ({ data }) => {
   const [run, where] = handlers[data.type] || [];

@@ -1,7 +1,8 @@
 // End-to-end: serves the page with `wgllm web` (the model cache as /models/), drives it in the
-// system Chromium through puppeteer-core (never a downloaded browser), loads SmolLM2, sends one
-// chat message and checks that the streamed reply equals the native CLI's greedy output on the
-// CPU backend. Also checks that the engine runs in its worker and streams the model to the GPU
+// system Chromium through puppeteer-core (never a downloaded browser), loads SmolLM2, holds a
+// two-turn conversation and checks that the streamed replies are the native CLI's greedy output
+// on the CPU backend (`wgllm chat`; the second reply's first token), the second turn running
+// only its new tokens. Also checks that the engine runs in its worker and streams the model to the GPU
 // (loadStream), that the page answers throughout, and that the file picker loads the model too;
 // saves a screenshot.
 //
@@ -23,16 +24,20 @@ const screenshot = resolve(process.argv[3] || resolve(web, '..', 'docs', 'web-ch
 const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
 const modelFile = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 const prompt = 'What is the capital of France?';
+const followUp = 'And of Italy?';
 // SwiftShader generates about 0.3 tokens/s: enough tokens for a sentence, no more.
 const maxTokens = 8;
 // The page's main thread must answer within this while the worker loads and generates.
 const responsiveMs = 5_000;
 
-// What the native CPU backend answers, greedy, through the same chat template (pulled if absent).
-const expected = execFileSync(wgllm, [
-  'run', '-m', 'smollm2', '--chat', '-p', prompt,
-  '-n', String(maxTokens), '--temp', '0', '--backend', 'cpu',
-], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).replace(/\n$/, '');
+// What the native CPU backend answers, greedy, through the same chat template (pulled if absent):
+// `wgllm chat` prints "> " before each turn's answer and a newline after it.
+const chat = execFileSync(wgllm, [
+  'chat', '-m', 'smollm2', '-n', String(maxTokens), '--temp', '0', '--backend', 'cpu',
+], { encoding: 'utf8', input: `${prompt}\n${followUp}\n`, stdio: ['pipe', 'pipe', 'inherit'] });
+const turns = chat.match(/^> ([^]*)\n> ([^]*)\n> $/);
+if (!turns) throw new Error(`unexpected wgllm chat output ${JSON.stringify(chat)}`);
+const [, expected, expectedFollowUp] = turns;
 
 // `wgllm web` on a free port; its first line holds the address.
 const server = spawn(wgllm, ['web', '--port', '0', '--dir', web], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -68,7 +73,7 @@ try {
         loaded: window.wgllm.loaded,
         last: window.wgllm.last,
         error: window.wgllm.error,
-        reply: document.querySelector('.assistant')?.textContent.length ?? 0,
+        reply: [...document.querySelectorAll('.assistant')].pop()?.textContent.length ?? 0,
       }));
       slowest = Math.max(slowest, Date.now() - asked);
       if (s.error) throw new Error(s.error);
@@ -114,6 +119,29 @@ try {
     throw new Error(`streamed text differs from native greedy output ${JSON.stringify(expected)}`);
   }
   console.log('e2e: the streamed reply equals the native greedy output');
+  // The second turn, answered after the first, which the engine's cache still holds. One token
+  // (from the prompt's own step: SwiftShader decodes a token in ~20 s), which must start what
+  // `wgllm chat` answers; its prompt is the whole conversation, of which the first prompt is kept.
+  const first = await page.evaluate(() => window.wgllm.last);
+  await page.evaluate(() => { window.wgllm.last = null; });
+  await page.$eval('#max', (el) => { el.value = '1'; });
+  await page.type('#prompt', followUp);
+  await page.click('#send');
+  const followS = await until((s) => s.last, 'answering the second turn');
+  const second = await page.evaluate(() => ({
+    last: window.wgllm.last,
+    streamed: [...document.querySelectorAll('.assistant')].pop().textContent,
+  }));
+  const { promptTokens: ran, cachedTokens: kept } = second.last;
+  console.log(`second turn in ${followS.toFixed(1)} s: ${ran} prompt tokens ran, ${kept} kept ` +
+    `(the first ran ${first.promptTokens}): ${JSON.stringify(second.streamed)}`);
+  if (!second.streamed || !expectedFollowUp.startsWith(second.streamed)) {
+    throw new Error(`the second turn does not start wgllm chat's ${JSON.stringify(expectedFollowUp)}`);
+  }
+  if (kept < first.promptTokens || ran + kept <= first.promptTokens + first.generatedTokens) {
+    throw new Error('the second turn did not follow the first in the cache');
+  }
+  console.log('e2e: the second turn follows the first and starts as wgllm chat answers');
   // The file picker's path (File.stream()): the same model again.
   await page.evaluate(() => { window.wgllm.loaded = false; });
   await (await page.$('#file')).uploadFile(join(cache, modelFile));

@@ -4,6 +4,7 @@
 use js_sys::{Function, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wgllm_models::sampler::SamplerConfig;
+use wgllm_models::tokenizer::ChatMessage;
 
 use crate::engine::{Device, Engine, EngineConfig};
 use crate::ops::run_ops;
@@ -76,7 +77,9 @@ impl WebEngine {
 
     /// Generates up to `max_tokens` after `text` (greedy when `temperature <= 0`), calling
     /// `on_text(piece)` with each piece as it is decoded; `on_text` returning `false` stops.
-    /// Resolves to `{text, promptTokens, generatedTokens, promptTps, generateTps, stop}`.
+    /// Resolves to `{text, promptTokens, cachedTokens, generatedTokens, promptTps, generateTps,
+    /// stop}`: of the prompt, `promptTokens` ran and `cachedTokens` were held in the cache from
+    /// the last prompt.
     pub async fn generate(
         &mut self,
         text: String,
@@ -86,31 +89,36 @@ impl WebEngine {
         on_text: Function,
     ) -> Result<JsValue, JsError> {
         let ids = self.inner.prompt_ids(&text, chat).map_err(js_err)?;
-        let sampler = SamplerConfig {
-            temperature,
-            ..SamplerConfig::default()
+        self.run(&ids, max_tokens, temperature, &on_text).await
+    }
+
+    /// Like `generate`, for a conversation: `messages` is an array of `{role, content}`
+    /// (`system`, `user`, `assistant`), rendered with the model's chat template. The turns a
+    /// previous call already ran stay in the cache: only the new ones run.
+    #[wasm_bindgen(js_name = generateChat)]
+    pub async fn generate_chat(
+        &mut self,
+        messages: js_sys::Array,
+        max_tokens: u32,
+        temperature: f32,
+        on_text: Function,
+    ) -> Result<JsValue, JsError> {
+        let field = |m: &JsValue, i: u32, key: &str| {
+            Reflect::get(m, &key.into())
+                .ok()
+                .and_then(|v| v.as_string())
+                .ok_or_else(|| JsError::new(&format!("messages[{i}].{key} must be a string")))
         };
-        let mut out = String::new();
-        let stats = self
-            .inner
-            .generate(&ids, max_tokens as usize, sampler, |piece| {
-                out.push_str(piece);
-                // A callback that throws or returns `false` stops generation.
-                on_text
-                    .call1(&JsValue::NULL, &JsValue::from_str(piece))
-                    .map(|v| v.as_bool() != Some(false))
-                    .unwrap_or(false)
-            })
-            .await
-            .map_err(js_err)?;
-        let obj = js_sys::Object::new();
-        set(&obj, "text", out.into())?;
-        set(&obj, "promptTokens", stats.prompt_tokens.into())?;
-        set(&obj, "generatedTokens", stats.generated_tokens.into())?;
-        set(&obj, "promptTps", stats.prompt_tps().into())?;
-        set(&obj, "generateTps", stats.generate_tps().into())?;
-        set(&obj, "stop", format!("{:?}", stats.stop).into())?;
-        Ok(obj.into())
+        let mut list = Vec::new();
+        for (i, m) in messages.iter().enumerate() {
+            let i = i as u32;
+            list.push(ChatMessage::new(
+                field(&m, i, "role")?,
+                field(&m, i, "content")?,
+            ));
+        }
+        let ids = self.inner.chat_ids(&list).map_err(js_err)?;
+        self.run(&ids, max_tokens, temperature, &on_text).await
     }
 
     /// Runs the op-table cases whose op is in `ops` (comma-separated; empty: all) and whose
@@ -128,6 +136,43 @@ impl WebEngine {
             problems.push(&p.into());
         }
         set(&obj, "problems", problems.into())?;
+        Ok(obj.into())
+    }
+}
+
+impl WebEngine {
+    async fn run(
+        &mut self,
+        ids: &[u32],
+        max_tokens: u32,
+        temperature: f32,
+        on_text: &Function,
+    ) -> Result<JsValue, JsError> {
+        let sampler = SamplerConfig {
+            temperature,
+            ..SamplerConfig::default()
+        };
+        let mut out = String::new();
+        let stats = self
+            .inner
+            .generate(ids, max_tokens as usize, sampler, |piece| {
+                out.push_str(piece);
+                // A callback that throws or returns `false` stops generation.
+                on_text
+                    .call1(&JsValue::NULL, &JsValue::from_str(piece))
+                    .map(|v| v.as_bool() != Some(false))
+                    .unwrap_or(false)
+            })
+            .await
+            .map_err(js_err)?;
+        let obj = js_sys::Object::new();
+        set(&obj, "text", out.into())?;
+        set(&obj, "promptTokens", stats.prompt_tokens.into())?;
+        set(&obj, "cachedTokens", self.inner.reused_tokens().into())?;
+        set(&obj, "generatedTokens", stats.generated_tokens.into())?;
+        set(&obj, "promptTps", stats.prompt_tps().into())?;
+        set(&obj, "generateTps", stats.generate_tps().into())?;
+        set(&obj, "stop", format!("{:?}", stats.stop).into())?;
         Ok(obj.into())
     }
 }

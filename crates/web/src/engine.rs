@@ -14,7 +14,7 @@ use wgllm_cpu::CpuBackend;
 use wgllm_gguf::{GgufError, GgufFile, GgufStream, StreamEvent};
 use wgllm_models::generate::{generate_async, GenStats};
 use wgllm_models::sampler::{Sampler, SamplerConfig};
-use wgllm_models::tokenizer::Tokenizer;
+use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
 use wgllm_models::{Architecture, ModelError, Session, SessionConfig};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
 
@@ -80,6 +80,12 @@ struct Model {
     session: Session,
     tokenizer: Tokenizer,
     summary: String,
+    /// The tokens the session's cache holds: the last prompt and the answer's tokens that were
+    /// evaluated (a conversation's next turn re-tokenizes the answer, which mostly, not always,
+    /// gives the same tokens: the common prefix decides).
+    cached: Vec<u32>,
+    /// Of the last prompt, the tokens the cache held already (not run).
+    reused: usize,
 }
 
 /// The opened backend.
@@ -196,6 +202,8 @@ impl Engine {
             session,
             tokenizer,
             summary: summary.clone(),
+            cached: Vec::new(),
+            reused: 0,
         });
         Ok(summary)
     }
@@ -313,8 +321,21 @@ impl Engine {
         Ok(tok.prompt_ids(text, chat)?)
     }
 
-    /// Generates up to `max_tokens` after `prompt` from an empty cache, calling `on_text` with
-    /// each piece of text (return `false` to stop).
+    /// Of the last prompt [`Engine::generate`] took, the tokens its cache held already.
+    pub fn reused_tokens(&self) -> usize {
+        self.model.as_ref().map_or(0, |m| m.reused)
+    }
+
+    /// Token ids of a conversation in the model's chat template, opening the assistant's reply.
+    pub fn chat_ids(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, WebError> {
+        let tok = &self.model.as_ref().ok_or(WebError::NoModel)?.tokenizer;
+        Ok(tok.chat_ids(messages)?)
+    }
+
+    /// Generates up to `max_tokens` after `prompt`, calling `on_text` with each piece of text
+    /// (return `false` to stop). The part of `prompt` the cache holds from the last generation
+    /// (its prompt and answer: a conversation's earlier turns) is not run again;
+    /// `GenStats::prompt_tokens` counts the tokens that were.
     pub async fn generate(
         &mut self,
         prompt: &[u32],
@@ -323,17 +344,30 @@ impl Engine {
         on_text: impl FnMut(&str) -> bool,
     ) -> Result<GenStats, WebError> {
         let m = self.model.as_mut().ok_or(WebError::NoModel)?;
-        m.session.reset();
+        // At least the prompt's last token runs, for its logits.
+        let common = m
+            .cached
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(prompt.len().saturating_sub(1));
+        m.session.truncate(common);
+        m.cached.clear();
+        m.reused = common;
         let mut sampler = Sampler::new(sampler);
-        Ok(generate_async(
+        let stats = generate_async(
             &mut m.session,
             &m.tokenizer,
             &mut sampler,
-            prompt,
+            &prompt[common..],
             max_tokens,
             on_text,
         )
-        .await?)
+        .await?;
+        m.cached = [prompt, &stats.tokens].concat();
+        m.cached.truncate(m.session.n_past());
+        Ok(stats)
     }
 }
 

@@ -11,7 +11,8 @@
 //! - `stream` (wasm32 only): a JavaScript `ReadableStream` (`fetch(url).body`, `file.stream()`)
 //!   read chunk by chunk into a streamed load.
 //! - `bindings` (wasm32 only): the `wasm-bindgen` API the page in `web/` uses: `WebEngine`
-//!   (`open`, `load`, `loadStream`, `generate` with a per-piece callback) and `runOps`.
+//!   (`open`, `load`, `loadStream`, `generate` and `generateChat` with a per-piece callback,
+//!   a conversation's earlier turns kept in the KV cache) and `runOps`.
 //!
 //! The browser differs from native in three ways, each handled below this crate: nothing may
 //! block (device setup and readbacks are awaited: `WebGpuBackend::new_async`,

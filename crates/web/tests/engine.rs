@@ -1,7 +1,7 @@
 //! The browser engine run natively: the CPU reference and WebGPU (lavapipe in CI) produce the
 //! same greedy text for a synthetic model (the op table itself runs natively in
 //! `wgllm-webgpu`'s tests), and so does a model streamed to the GPU in chunks of any size;
-//! bad streams are clear errors. SmolLM2 streamed from disk in 64 KiB chunks gives the
+//! bad streams are clear errors; a prompt sharing a prefix with the last runs only the rest. SmolLM2 streamed from disk in 64 KiB chunks gives the
 //! whole-file greedy text (`cargo test -p wgllm-web --test engine -- --ignored smollm2`, in
 //! `.ci/run`'s real-model stage).
 
@@ -164,6 +164,56 @@ fn raw_greedy(e: &mut Engine, prompt: &str, max_tokens: usize) -> (String, usize
     }))
     .unwrap();
     (text, stats.generated_tokens)
+}
+
+/// Greedy text of 6 tokens after a raw prompt, the prompt tokens that ran, the tokens made.
+fn ran(e: &mut Engine, prompt: &[u32]) -> (String, usize, Vec<u32>) {
+    let mut text = String::new();
+    let stats = pollster::block_on(e.generate(prompt, 6, SamplerConfig::greedy(), |t| {
+        text.push_str(t);
+        true
+    }))
+    .unwrap();
+    (text, stats.prompt_tokens, stats.tokens)
+}
+
+/// A prompt runs only what it does not share with the tokens the cache holds from the last
+/// generation (a conversation's earlier turns: the prompt, and the answer but its last token,
+/// never evaluated), and answers what a fresh engine answers: the last prompt and answer then
+/// more, one sharing a shorter prefix, the same prompt again (its last token runs, for its
+/// logits).
+#[test]
+fn a_prompt_runs_only_what_the_last_one_does_not_share() {
+    for device in [Device::Cpu, Device::WebGpu] {
+        let loaded = || {
+            let mut e = pollster::block_on(common::engine(device));
+            e.load(common::synth_model().into()).unwrap();
+            e
+        };
+        let mut e = loaded();
+        let ids = |e: &Engine, text: &str| e.prompt_ids(text, false).unwrap();
+        // One token a byte, after any BOS.
+        let bos = ids(&e, "").len();
+        let first = ids(&e, "Hello, browser");
+        let (_, n, answer) = ran(&mut e, &first);
+        assert_eq!((n, answer.len()), (first.len(), 6), "{answer:?}");
+        let turn = [&first, &answer, &ids(&e, ", more")[bos..]].concat();
+        let world = ids(&e, "Hello, world");
+        // (prompt, the tokens of it the cache holds)
+        let cases = [
+            (turn, first.len() + 5),
+            (world.clone(), bos + "Hello, ".len()),
+            (world.clone(), world.len() - 1),
+        ];
+        for (prompt, kept) in cases {
+            let (got, n, _) = ran(&mut e, &prompt);
+            assert_eq!(n, prompt.len() - kept, "{prompt:?} ({device:?})");
+            assert_eq!(e.reused_tokens(), kept);
+            let (want, all, _) = ran(&mut loaded(), &prompt);
+            assert_eq!(all, prompt.len());
+            assert_eq!(got, want, "{prompt:?} ({device:?})");
+        }
+    }
 }
 
 #[test]
