@@ -46,6 +46,16 @@ enum Backend {
     Gpu,
 }
 
+/// Sequences of 64 tokens, steps of 8, an f16 cache.
+fn session_config() -> SessionConfig {
+    SessionConfig {
+        n_ctx: 64,
+        ubatch: 8,
+        kv_dtype: DType::F16,
+        all_logits: false,
+    }
+}
+
 /// An engine of `slots` slots of 64 tokens over the tiny model, without the prompt cache.
 fn engine(backend: Backend, slots: usize, queue_ahead: bool) -> Engine {
     engine_with(backend, slots, queue_ahead, false)
@@ -55,12 +65,7 @@ fn engine_with(backend: Backend, slots: usize, queue_ahead: bool, prompt_cache: 
     let (bytes, tok) = model();
     let load = Box::new(move || -> anyhow::Result<Session> {
         let f = GgufFile::from_bytes(bytes)?;
-        let cfg = SessionConfig {
-            n_ctx: 64,
-            ubatch: 8,
-            kv_dtype: DType::F16,
-            all_logits: false,
-        };
+        let cfg = session_config();
         Ok(match backend {
             Backend::Cpu => Session::with_sequences(&CpuBackend, &f, cfg, slots)?,
             Backend::Gpu => {
@@ -272,13 +277,7 @@ fn dropping_the_engine_ends_its_requests() {
 fn greedy_ids(prompt: &[u32], n: usize) -> Vec<u32> {
     let (bytes, tok) = model();
     let f = GgufFile::from_bytes(bytes).unwrap();
-    let cfg = SessionConfig {
-        n_ctx: 64,
-        ubatch: 8,
-        kv_dtype: DType::F16,
-        all_logits: false,
-    };
-    let mut session = Session::new(&CpuBackend, &f, cfg).unwrap();
+    let mut session = Session::new(&CpuBackend, &f, session_config()).unwrap();
     let mut ids = Vec::new();
     let mut logits = session.eval(prompt).unwrap().pop().unwrap();
     while ids.len() < n {
