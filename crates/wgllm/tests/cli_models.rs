@@ -34,14 +34,22 @@ fn greedy_generation_is_identical_on_cpu_and_webgpu() {
             "speeds on stderr: {}",
             text(&o.stderr)
         );
-        o.stdout
+        (o.stdout, text(&o.stderr))
     };
-    let cpu = run("cpu", &[]);
+    let cpu = run("cpu", &[]).0;
     assert!(!cpu.is_empty());
-    assert_eq!(cpu, run("webgpu", &[]), "the same tokens on both backends");
+    assert_eq!(
+        cpu,
+        run("webgpu", &[]).0,
+        "the same tokens on both backends"
+    );
     // A step submitted in many small command buffers computes the same.
-    let small = run("webgpu", &["--dispatches-per-submit", "3"]);
+    let small = run("webgpu", &["--dispatches-per-submit", "3"]).0;
     assert_eq!(cpu, small, "three dispatches per submission");
+    // The kernels a browser runs: no subgroups (workgroup-memory reductions), no coop.
+    let (browser, said) = run("webgpu", &["--subgroups", "off", "--coop", "off"]);
+    assert!(said.contains("no subgroups"), "{said}");
+    assert_eq!(cpu, browser, "without subgroups");
 }
 
 #[test]

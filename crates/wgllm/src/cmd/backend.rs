@@ -45,6 +45,15 @@ pub enum CoopChoice {
     Off,
 }
 
+/// `--subgroups`: whether kernels use subgroup operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SubgroupChoice {
+    /// Where the adapter offers them.
+    Auto,
+    /// Never: reductions go through workgroup memory, as in a browser.
+    Off,
+}
+
 /// `--backend` and `--device` flags.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct BackendArgs {
@@ -70,6 +79,13 @@ pub struct BackendArgs {
     /// `off` never.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
     pub coop: CoopChoice,
+    /// Subgroup operations (reductions across a SIMD group in the mat-vec, attention, norm and
+    /// sampling kernels): `auto` where the adapter offers them, `off` never. A browser's
+    /// WebGPU runs without them (wgpu's WGSL cannot enable them there yet) and without
+    /// cooperative matrices: `--subgroups off --coop off` times the kernels a browser on this
+    /// GPU would run.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    pub subgroups: SubgroupChoice,
     /// Kernel dispatches recorded into one command buffer before it is submitted when the GPU
     /// is idle at the start of a run (a tuning knob: smaller lets the GPU start sooner on a
     /// step the host is still encoding, larger costs fewer submissions); a run queued behind
@@ -97,6 +113,7 @@ impl BackendArgs {
             },
             int8_activations: self.int8_activations.into(),
             cooperative_matrices: self.coop == CoopChoice::Auto,
+            subgroups: self.subgroups == SubgroupChoice::Auto,
             dispatches_per_submit: self.dispatches_per_submit.max(1),
             ..WebGpuConfig::default()
         }
@@ -127,8 +144,12 @@ impl BackendArgs {
                     (None, true) => ", cooperative matrices".to_string(),
                     (None, false) => String::new(),
                 };
+                let subgroups = match c.subgroups {
+                    true => "",
+                    false => ", no subgroups",
+                };
                 let desc = format!(
-                    "webgpu: {} ({}, {}){coop}",
+                    "webgpu: {} ({}, {}){coop}{subgroups}",
                     a.name, a.backend, a.device_type
                 );
                 (OpenedBackend::WebGpu(b), desc)
