@@ -36,6 +36,12 @@ pub enum WebError {
     /// Reading the stream itself failed (a network error, a cancelled download).
     #[error("reading the model stream: {0}")]
     Stream(String),
+    /// The conversation (or prompt) and the answer asked for do not fit the context.
+    #[error(
+        "the conversation and the answer need {need} tokens but the context holds {ctx}: start \
+         a new conversation, or ask for fewer tokens"
+    )]
+    ContextFull { need: usize, ctx: usize },
 }
 
 /// Which backend runs the model.
@@ -364,7 +370,12 @@ impl Engine {
             max_tokens,
             on_text,
         )
-        .await?;
+        .await
+        .map_err(|e| match e {
+            // The CLI's advice (raise --ctx) means nothing on the page.
+            ModelError::ContextFull { need, ctx, .. } => WebError::ContextFull { need, ctx },
+            e => WebError::Model(e),
+        })?;
         m.cached = [prompt, &stats.tokens].concat();
         m.cached.truncate(m.session.n_past());
         Ok(stats)

@@ -30,6 +30,23 @@ fn engine_reports_missing_model_and_bad_files() {
     assert!(e.model_summary().is_none());
 }
 
+/// A conversation longer than the context is an error saying to start a new one, and the
+/// engine answers the next prompt that fits.
+#[test]
+fn a_full_context_says_to_start_a_new_conversation() {
+    let mut e = pollster::block_on(common::engine(Device::Cpu));
+    e.load(common::synth_model().into()).unwrap();
+    let long = e.prompt_ids(&"a".repeat(60), false).unwrap();
+    let err = pollster::block_on(e.generate(&long, 10, SamplerConfig::greedy(), |_| true));
+    let msg = err.unwrap_err().to_string();
+    assert!(
+        msg.contains("context holds 64: start a new conversation"),
+        "{msg}"
+    );
+    let short = e.prompt_ids("Hello", false).unwrap();
+    pollster::block_on(e.generate(&short, 4, SamplerConfig::greedy(), |_| true)).unwrap();
+}
+
 #[test]
 fn synthetic_model_greedy_text_is_pinned() {
     let cpu = pollster::block_on(common::greedy(Device::Cpu, 12));
