@@ -124,6 +124,18 @@ pub async fn serve(
         .await
 }
 
+/// Completes at the first Ctrl-C, saying on stderr that the server is shutting down; a second
+/// Ctrl-C exits the process at once (status 130), so a shutdown waiting on a long response (a
+/// stream, a download) can be cut short. Call it within a Tokio runtime.
+pub async fn ctrl_c() {
+    let _ = tokio::signal::ctrl_c().await;
+    eprintln!("wgllm: shutting down (Ctrl-C again to quit at once)");
+    tokio::spawn(async {
+        let _ = tokio::signal::ctrl_c().await;
+        std::process::exit(130);
+    });
+}
+
 /// Binds `addr` (`host:port`) and serves `app` until Ctrl-C, on a runtime of its own;
 /// `on_listen` is told the bound address once connections are accepted. After Ctrl-C the
 /// requests in flight end (see [`serve`]); a second Ctrl-C exits at once (status 130).
@@ -140,15 +152,7 @@ pub fn serve_blocking(
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
         on_listen(listener.local_addr()?);
-        let ctrl_c = async {
-            let _ = tokio::signal::ctrl_c().await;
-            eprintln!("wgllm: shutting down (Ctrl-C again to quit at once)");
-            tokio::spawn(async {
-                let _ = tokio::signal::ctrl_c().await;
-                std::process::exit(130);
-            });
-        };
-        serve(listener, app, ctrl_c).await?;
+        serve(listener, app, ctrl_c()).await?;
         Ok(())
     })
 }

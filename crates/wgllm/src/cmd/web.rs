@@ -55,11 +55,8 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         let listener = bind(&args.host, args.port).await?;
         let addr = listener.local_addr()?;
         announce(out, addr, &args.dir, &cache)?;
-        let ctrl_c = async {
-            let _ = tokio::signal::ctrl_c().await;
-        };
         axum::serve(listener, app)
-            .with_graceful_shutdown(ctrl_c)
+            .with_graceful_shutdown(wgllm_server::ctrl_c())
             .await
             .context("serving the page")
     })
