@@ -18,6 +18,8 @@
 import init, { WebEngine } from './pkg/wgllm_web.js';
 
 const post = (type, data = {}) => postMessage({ type, ...data });
+// The conversation so far: {role, content} of each turn answered.
+let messages = [];
 const text = (e) => (e && e.message ? e.message : String(e));
 
 // Progress messages at most every 100 ms (a response arrives in thousands of chunks).
@@ -67,6 +69,7 @@ async function open() {
 }
 
 async function load(engine, { url, file }) {
+  messages = []; // the page cleared its log: a new conversation, whether or not this load works
   const t0 = performance.now();
   let stream;
   let total;
@@ -95,11 +98,7 @@ async function load(engine, { url, file }) {
     summary = engine.load(bytes);
   }
   post('loaded', { summary, seconds: (performance.now() - t0) / 1000, by });
-  messages = [];
 }
-
-// The conversation so far: {role, content} of each turn answered.
-let messages = [];
 
 async function generate(engine, { text, maxTokens }) {
   const turn = [...messages, { role: 'user', content: text }];

@@ -62,6 +62,14 @@ impl GenStats {
     }
 }
 
+/// How many tokens of `prompt` a cache holding `kept` (a sequence's tokens, in order) need not
+/// run again: their common prefix, less the prompt's last token, which must run for the logits
+/// of the next.
+pub fn reusable_prefix(kept: &[u32], prompt: &[u32]) -> usize {
+    let common = kept.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+    common.min(prompt.len().saturating_sub(1))
+}
+
 /// Tokens appended to sequence 0, with the last one's output row.
 fn chunk(tokens: &[u32]) -> [SeqChunk<'_>; 1] {
     [SeqChunk {

@@ -43,8 +43,9 @@ pub struct ServerConfig {
     /// sampling without penalties or log-probabilities); off: every step is read before the
     /// next is queued.
     pub queue_ahead: bool,
-    /// Freed slots keep their tokens' KV rows; a request takes the slot sharing the longest
-    /// prefix with its prompt and prefills only the rest (llama-server's `cache_prompt`).
+    /// Freed slots keep their tokens' KV rows; a request takes the free slot where its prompt
+    /// reuses the most of them, net of those it throws away, and prefills only the rest
+    /// (llama-server's `cache_prompt`; the scheduler's notes give the rule).
     pub prompt_cache: bool,
 }
 

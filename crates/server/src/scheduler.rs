@@ -13,7 +13,8 @@
 //! Prompt cache (with `prompt_cache`, as llama-server's `cache_prompt`): a slot keeps its
 //! request's tokens in the KV cache when it is freed. A new request takes the free slot whose
 //! kept tokens share more with its prompt than taking the slot would throw away, the most such
-//! (else the least recently used slot), and prefills only the rest, so a conversation's next turn, which repeats the whole history,
+//! (else the slot throwing away the fewest, the least recently freed on a tie), and prefills
+//! only the rest, so a conversation's next turn, which repeats the whole history,
 //! costs only its new tokens. At least the prompt's last token is always run: its logits give
 //! the first generated token. `Usage::cached_tokens` says how many were reused. Requests wait in a bounded
 //! queue; when it is full, [`Engine::submit`] refuses (503) instead of queueing without bound.
@@ -30,6 +31,7 @@
 //! sampler's uniform for that dropped token is not given back: the request, and its sampler,
 //! end with it.
 
+use std::cmp::Reverse;
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
@@ -37,6 +39,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
+use wgllm_models::generate::reusable_prefix;
 use wgllm_models::sampler::Sampler;
 use wgllm_models::tokenizer::{StreamDecoder, Tokenizer};
 use wgllm_models::{ModelError, NextToken, QueuedStep, Readback, RowOut, SeqChunk, Session};
@@ -283,9 +286,10 @@ struct Scheduler<'t> {
     metrics: Arc<Metrics>,
     slots: Vec<Option<Slot<'t>>>,
     /// The tokens each free slot's sequence holds in the KV cache (empty without the prompt
-    /// cache), and the admission number of the last request that used it.
+    /// cache), and when it was last freed (`freed` counts the frees).
     kept: Vec<Vec<u32>>,
     last_used: Vec<u64>,
+    freed: u64,
     budget: usize,
     admitted: u64,
     /// Whether a lone decoding slot may keep a step queued ahead.
@@ -311,6 +315,7 @@ impl<'t> Scheduler<'t> {
             slots: (0..n).map(|_| None).collect(),
             kept: vec![Vec::new(); n],
             last_used: vec![0; n],
+            freed: 0,
             budget: opts.ubatch.max(n),
             admitted: 0,
             queue_ahead: opts.queue_ahead,
@@ -349,13 +354,16 @@ impl<'t> Scheduler<'t> {
         };
         self.queue.lock().free_slots += 1;
         self.metrics.slots_busy.fetch_sub(1, Ordering::Relaxed);
-        if self.ahead.as_ref().is_some_and(|a| a.slot == i) {
-            self.drop_ahead();
-        }
+        let sound = match self.ahead.as_ref().is_some_and(|a| a.slot == i) {
+            true => self.drop_ahead(),
+            false => true,
+        };
+        self.freed += 1;
+        self.last_used[i] = self.freed;
+        self.kept[i].clear();
         // The cache holds the prompt's prefilled part, then each generated token once a step
         // has fed it: the history's first `seq_len` tokens.
-        self.last_used[i] = s.order;
-        if self.prompt_cache {
+        if self.prompt_cache && sound {
             let mut kept = s.history;
             kept.truncate(self.session.seq_len(i));
             self.kept[i] = kept;
@@ -474,15 +482,20 @@ impl<'t> Scheduler<'t> {
 
     /// Finishes the step queued ahead, if any, whose request has ended, and drops its token
     /// from the slot's cache.
-    fn drop_ahead(&mut self) {
+    /// False when that step failed: the slot's cache is not to be trusted (and is cleared).
+    fn drop_ahead(&mut self) -> bool {
         let Some(a) = self.ahead.take() else {
-            return;
+            return true;
         };
         // Its row is not wanted, and an error there has no request left to tell: the next step
         // meets a broken backend again.
-        let _ = self.session.finish_decode(a.step);
+        if self.session.finish_decode(a.step).is_err() {
+            self.session.clear_seq(a.slot);
+            return false;
+        }
         let n = self.session.seq_len(a.slot);
         self.session.truncate_seq(a.slot, n.saturating_sub(1));
+        true
     }
 
     fn drop_cancelled(&mut self) {
@@ -510,15 +523,17 @@ impl<'t> Scheduler<'t> {
         }
         while let Some(job) = q.jobs.front() {
             // The free slot where the prompt reuses more tokens than it throws away, the most
-            // such, else the least recently used: a new conversation sharing only a system
-            // prompt with a long one takes another slot rather than cut that one short.
-            let Some((reuse, _, i)) = (0..self.slots.len())
+            // such; else the one that throws away the fewest (an empty one first), the least
+            // recently used on a tie: a new conversation sharing only a system prompt with a
+            // long one takes another slot rather than cut that one short.
+            let Some((reuse, i)) = (0..self.slots.len())
                 .filter(|&i| self.slots[i].is_none())
-                .map(|i| {
-                    let (reuse, lost) = self.reusable(i, &job.prompt);
-                    (reuse, reuse.saturating_sub(lost), i)
+                .map(|i| (self.reusable(i, &job.prompt), i))
+                .max_by_key(|&((reuse, lost), i)| {
+                    let gain = reuse.saturating_sub(lost);
+                    (gain, Reverse(lost), Reverse(self.last_used[i]))
                 })
-                .max_by_key(|&(_, gain, i)| (gain, std::cmp::Reverse(self.last_used[i])))
+                .map(|((reuse, _), i)| (reuse, i))
             else {
                 break;
             };
@@ -557,10 +572,8 @@ impl<'t> Scheduler<'t> {
     /// the prompt's last token, which must run for its logits), and the slot's tokens past
     /// them, which taking it would throw away.
     fn reusable(&self, i: usize, prompt: &[u32]) -> (usize, usize) {
-        let kept = &self.kept[i];
-        let common = kept.iter().zip(prompt).take_while(|(a, b)| a == b).count();
-        let reuse = common.min(prompt.len().saturating_sub(1));
-        (reuse, kept.len() - reuse)
+        let reuse = reusable_prefix(&self.kept[i], prompt);
+        (reuse, self.kept[i].len() - reuse)
     }
 
     /// One batched step over every busy slot.

@@ -338,7 +338,7 @@ fn prompt_cache(backend: Backend) {
 }
 
 /// Two slots: each prompt goes back to the slot holding it, and a prompt sharing nothing takes
-/// the least recently used slot, so the other's tokens stay.
+/// the slot holding fewer tokens, so the other's stay.
 #[test]
 fn each_prompt_finds_the_slot_that_holds_it() {
     let e = engine_with(Backend::Cpu, 2, false, true);
@@ -347,10 +347,10 @@ fn each_prompt_finds_the_slot_that_holds_it() {
     assert_eq!(cached(B), 0);
     assert_eq!(cached(A), A.len() - 1);
     assert_eq!(cached(B), B.len() - 1);
+    // A's slot holds 7 + 3 tokens, B's 4 + 3: [9, 9, 9] takes B's, and A's stays.
     assert_eq!(cached(&[9, 9, 9]), 0);
-    // [9, 9, 9] took A's slot (used before B's last request): B's is kept.
-    assert_eq!(cached(B), B.len() - 1);
-    assert_eq!(cached(A), 0);
+    assert_eq!(cached(A), A.len() - 1);
+    assert_eq!(cached(B), 0);
 }
 
 /// A prompt sharing only a short prefix with a slot's long conversation takes the other slot

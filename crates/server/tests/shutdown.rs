@@ -61,8 +61,10 @@ async fn shutdown_ends_the_requests_in_flight_with_503() {
             })
         })
         .collect();
-    // Shut down once all three wait: 600 steps of generation are still ahead.
-    while s.metric("wgllm_queue_depth").await < 3.0 {
+    // Shut down once all three are submitted: up to 600 steps of generation are still ahead.
+    let t0 = std::time::Instant::now();
+    while s.metric("wgllm_requests_total").await < 4.0 {
+        assert!(t0.elapsed().as_secs() < 60, "the requests never arrived");
         tokio::task::yield_now().await;
     }
     s.shut_down().await;

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use wgllm_core::{Backend, DType};
 use wgllm_cpu::CpuBackend;
 use wgllm_gguf::{GgufError, GgufFile, GgufStream, StreamEvent};
-use wgllm_models::generate::{generate_async, GenStats};
+use wgllm_models::generate::{generate_async, reusable_prefix, GenStats};
 use wgllm_models::sampler::{Sampler, SamplerConfig};
 use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
 use wgllm_models::{Architecture, ModelError, Session, SessionConfig};
@@ -350,19 +350,12 @@ impl Engine {
         on_text: impl FnMut(&str) -> bool,
     ) -> Result<GenStats, WebError> {
         let m = self.model.as_mut().ok_or(WebError::NoModel)?;
-        // At least the prompt's last token runs, for its logits.
-        let common = m
-            .cached
-            .iter()
-            .zip(prompt)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(prompt.len().saturating_sub(1));
+        let common = reusable_prefix(&m.cached, prompt);
         m.session.truncate(common);
-        m.cached.clear();
+        m.cached.truncate(common);
         m.reused = common;
         let mut sampler = Sampler::new(sampler);
-        let stats = generate_async(
+        let result = generate_async(
             &mut m.session,
             &m.tokenizer,
             &mut sampler,
@@ -370,12 +363,19 @@ impl Engine {
             max_tokens,
             on_text,
         )
-        .await
-        .map_err(|e| match e {
-            // The CLI's advice (raise --ctx) means nothing on the page.
-            ModelError::ContextFull { need, ctx, .. } => WebError::ContextFull { need, ctx },
-            e => WebError::Model(e),
-        })?;
+        .await;
+        let stats = match result {
+            Ok(stats) => stats,
+            // Refused before anything ran: the cache still holds the common part. The CLI's
+            // advice (raise --ctx) means nothing on the page.
+            Err(ModelError::ContextFull { need, ctx, .. }) => {
+                return Err(WebError::ContextFull { need, ctx })
+            }
+            Err(e) => {
+                m.cached.clear();
+                return Err(e.into());
+            }
+        };
         m.cached = [prompt, &stats.tokens].concat();
         m.cached.truncate(m.session.n_past());
         Ok(stats)

@@ -30,21 +30,28 @@ fn engine_reports_missing_model_and_bad_files() {
     assert!(e.model_summary().is_none());
 }
 
-/// A conversation longer than the context is an error saying to start a new one, and the
-/// engine answers the next prompt that fits.
+/// A conversation longer than the context is an error saying to start a new one; the engine
+/// answers the next prompt that fits, still keeping the part the refused one shared.
 #[test]
 fn a_full_context_says_to_start_a_new_conversation() {
     let mut e = pollster::block_on(common::engine(Device::Cpu));
     e.load(common::synth_model().into()).unwrap();
-    let long = e.prompt_ids(&"a".repeat(60), false).unwrap();
-    let err = pollster::block_on(e.generate(&long, 10, SamplerConfig::greedy(), |_| true));
-    let msg = err.unwrap_err().to_string();
+    let ids = |e: &Engine, text: &str| e.prompt_ids(text, false).unwrap();
+    let greedy = |e: &mut Engine, prompt: &[u32], n| {
+        pollster::block_on(e.generate(prompt, n, SamplerConfig::greedy(), |_| true))
+    };
+    let bos = ids(&e, "").len();
+    let hello = ids(&e, "Hello");
+    greedy(&mut e, &hello, 4).unwrap();
+    let long = ids(&e, &format!("Hello{}", "a".repeat(60)));
+    let msg = greedy(&mut e, &long, 10).unwrap_err().to_string();
     assert!(
         msg.contains("context holds 64: start a new conversation"),
         "{msg}"
     );
-    let short = e.prompt_ids("Hello", false).unwrap();
-    pollster::block_on(e.generate(&short, 4, SamplerConfig::greedy(), |_| true)).unwrap();
+    let world = ids(&e, "Hello, world");
+    greedy(&mut e, &world, 4).unwrap();
+    assert_eq!(e.reused_tokens(), bos + "Hello".len());
 }
 
 #[test]

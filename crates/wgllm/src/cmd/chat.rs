@@ -6,7 +6,7 @@ use std::io::{BufRead, Write};
 
 use anyhow::Result;
 use clap::Args as ClapArgs;
-use wgllm_models::generate::generate;
+use wgllm_models::generate::{generate, reusable_prefix};
 use wgllm_models::sampler::Sampler;
 use wgllm_models::tokenizer::ChatMessage;
 
@@ -53,12 +53,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         ));
         let ids = m.tokenizer.chat_ids(&messages)?;
         // Reuse the cached prefix; evaluate the rest.
-        let common = cached
-            .iter()
-            .zip(&ids)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(ids.len() - 1);
+        let common = reusable_prefix(&cached, &ids);
         m.session.truncate(common);
         let mut answer = String::new();
         let stats = generate(
