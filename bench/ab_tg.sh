@@ -32,12 +32,8 @@ tg() { # label binary file name [flags] → the tg row's "mean ± stddev"
     log "$name $label: ${row:-FAILED ($(tail -1 "$f.err"))}"
 }
 
-for name in smollm2-q4_1 l1b-q4_0 l8b-q4_0; do
-    file=$M/$name.gguf
-    if [ ! -s "$file" ]; then
-        log "$name: no model at $file, skipped"
-        continue
-    fi
+for name in "${MODELS[@]}"; do
+    have_model "$name" || continue
     for round in 1 2; do
         for ab in "new:$NEW" "base:$BASE"; do
             label=${ab%%:*}

@@ -25,14 +25,8 @@ P=${P:-512}
 N=${N:-128}
 BROWSER=(--subgroups off --coop off)
 start_summary "$OUT"
-M=/tmp/wgllm-bench
-mkdir -p "$M"
 log "# $(date -u +%F) $W ($(commit "$W")): native against browser-like (${BROWSER[*]})"
-for p in "smollm2-q4_1 smollm2-135m q4_1" "l1b-q4_0 llama-3.2-1b q4_0" "l8b-q4_0 llama-3.1-8b q4_0"; do
-    set -- $p
-    [ -s "$M/$1.gguf" ] || timeout 300 "$W" synth --preset "$2" --dtype "$3" -o "$M/$1.gguf" \
-        >"$OUT/synth-$1.txt" 2>&1 &
-done
+synth_models "$W"
 "$W" ops "${BROWSER[@]}" >"$OUT/ops-browser.txt" 2>&1
 log "op table, browser-like: $(tail -1 "$OUT/ops-browser.txt")"
 for way in native browser; do
@@ -55,12 +49,8 @@ bench() { # label file name [flags] → the pp and tg rows' "mean ± stddev"
     log "$name $label: ${rows:-FAILED ($(tail -1 "$f.err"))}"
 }
 
-for name in smollm2-q4_1 l1b-q4_0 l8b-q4_0; do
-    file=$M/$name.gguf
-    if [ ! -s "$file" ]; then
-        log "$name: no model at $file, skipped"
-        continue
-    fi
+for name in "${MODELS[@]}"; do
+    have_model "$name" || continue
     for round in 1 2; do
         bench "native-$round" "$file" "$name"
         bench "browser-$round" "$file" "$name" "${BROWSER[@]}"
