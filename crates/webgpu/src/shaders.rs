@@ -158,10 +158,11 @@ pub enum Kernel {
     FlashAttnCombine { sinks: bool, dv: u32 },
     /// `flash_attn_vec.wgsl`, decode attention: one workgroup per query row and group of
     /// `heads` query heads of one K/V head (per split of the keys when `split`), octet score
-    /// sums through subgroup shuffles (devices with subgroups only); f32/f16/bf16 K/V are bound as
-    /// vec4<u32> words. `mask_heads`: the mask terms differ per head (several mask heads, or
-    /// ALiBi); `softcap`: logits are softcapped; `q8x`: the result is stored rounded to int8
-    /// per unit of 32 in `quant_act.wgsl`'s layout (dst i32 words) for a Q8X mat-vec to read.
+    /// sums through subgroup shuffles with `subgroups`, else through workgroup memory;
+    /// f32/f16/bf16 K/V are bound as vec4<u32> words. `mask_heads`: the mask terms differ per
+    /// head (several mask heads, or ALiBi); `softcap`: logits are softcapped; `q8x`: the result
+    /// is stored rounded to int8 per unit of 32 in `quant_act.wgsl`'s layout (dst i32 words) for
+    /// a Q8X mat-vec to read.
     FlashAttnVec {
         mask: bool,
         mask_heads: bool,
@@ -174,6 +175,7 @@ pub enum Kernel {
         keys: u32,
         split: bool,
         q8x: bool,
+        subgroups: bool,
     },
     /// `top_k.wgsl`: the `k` largest, or argmax (`k` = 1, NaN lowest), in one pass or in the
     /// chunks-then-merge stages of long rows; `k` = 1 reduces through subgroup operations when
@@ -748,6 +750,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             keys,
             split,
             q8x,
+            subgroups,
         } => {
             push_flags(
                 &mut flags,
@@ -757,6 +760,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
                     (sinks, "SINKS"),
                     (split, "SPLIT"),
                     (q8x, "Q8X"),
+                    (subgroups, "SUBGROUP"),
                 ],
             );
             if q8x && (split || !dv.is_multiple_of(32) || key.wg < dv / 4) {
@@ -780,6 +784,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("QV4", (heads * d / 4).to_string()));
             vars.push(("RED", (octets * dv).to_string()));
             vars.push(("NGQ", (octets * heads).to_string()));
+            vars.push(("OSUM", vec_octet_sums(key.wg, heads, kb).to_string()));
             vars.push(("NPK", (d / 8).div_ceil(8).to_string()));
             vars.push(("NPV", (dv / 8).div_ceil(8).to_string()));
             // q loads a lane; mask rows staged per key, mask terms a lane stages (8 with a row
@@ -1023,6 +1028,12 @@ pub(crate) fn vec_mask_terms(mask_heads: bool) -> u32 {
     } else {
         4
     }
+}
+
+/// The partial q·k sums a step of `flash_attn_vec.wgsl` without subgroups exchanges through
+/// workgroup memory (OSUM): one per lane, key and head.
+pub(crate) fn vec_octet_sums(lanes: u32, heads: u32, keys: u32) -> u32 {
+    lanes * heads * keys
 }
 
 /// Pushes each flag whose switch is on.

@@ -9,13 +9,13 @@
 // part is 8 values: one 16-byte load of an f16 row; `{k,v}_raw` and `_dec` of
 // `flash_attn_kv.wgsl` with VEC), so a row is read whole by one octet, coalesced. A step's K
 // and V loads are all issued before any arithmetic on them, so the step waits on one round
-// trip to memory. The q·k partial sums are added across the octet with subgroupShuffleXor
-// within 8-aligned subgroup lanes (the octets numbered by subgroup; the planner takes this
-// kernel only with subgroups of 8 to WG lanes, else `flash_attn.wgsl`: a workgroup-memory
-// octet sum would need a barrier in the key loop, whose trip count differs between octets),
-// and each octet keeps its own online softmax (m, l per head)
-// and output parts: no barrier in the key loop. At the end the octets' states are merged
-// through workgroup memory.
+// trip to memory. The q·k partial sums are added across the octet: with SUBGROUP through
+// subgroupShuffleXor within 8-aligned subgroup lanes (the octets numbered by subgroup; the
+// planner takes that only with subgroups of 8 to WG lanes), else through workgroup memory
+// (`osum`, two barriers a step: every octet takes every step, a step's count being the
+// workgroup's, so the barriers are in uniform control flow). Each octet keeps its own online
+// softmax (m, l per head) and output parts. At the end the octets' states are merged through
+// workgroup memory.
 //
 // Masks (MASK): the keys are taken in chunks of CH. A chunk's mask terms (MH rows: one, or one
 // per head with MASK_HEADS, ALiBi slopes applied) are loaded once into workgroup memory, each
@@ -82,20 +82,34 @@ fn qdot(g: u32, p: u32, x: Part) -> f32 {
     return dot(qsh[i], x.a) + dot(qsh[i + 1u], x.b);
 }
 
+#if SUBGROUP
 // The sum of v over the octet (8 aligned subgroup lanes), in every lane of it.
 fn octet_sum(v: f32) -> f32 {
     let s1 = v + subgroupShuffleXor(v, 1u);
     let s2 = s1 + subgroupShuffleXor(s1, 2u);
     return s2 + subgroupShuffleXor(s2, 4u);
 }
+#else
+// A step's partial q·k sums, sum i (key k, head g: i = k·GQ + g) of lane t at osum[i·WG + t].
+var<workgroup> osum: array<f32, {{OSUM}}>;
+
+// Sum i over the octet of lane t, read after the barrier that follows every lane's store.
+fn octet_sum_at(i: u32, t: u32) -> f32 {
+    let o = i * WG + (t & ~7u);
+    return ((osum[o] + osum[o + 1u]) + (osum[o + 2u] + osum[o + 3u]))
+        + ((osum[o + 4u] + osum[o + 5u]) + (osum[o + 6u] + osum[o + 7u]));
+}
+#endif
 
 #if Q8X
+#if SUBGROUP
 // The largest of v over the octet, in every lane of it.
 fn octet_max(v: f32) -> f32 {
     let s1 = max(v, subgroupShuffleXor(v, 1u));
     let s2 = max(s1, subgroupShuffleXor(s1, 2u));
     return max(s2, subgroupShuffleXor(s2, 4u));
 }
+#endif
 
 // Values 4t .. 4t + 3 of head h's output x for column col, rounded: word t % 8 of unit t / 8,
 // and that unit's scale from its first lane; m is the unit's largest magnitude.
@@ -123,8 +137,10 @@ fn logit(x: f32, mv: f32) -> f32 {
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+#if SUBGROUP
         @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_id) sg_id: u32,
         @builtin(subgroup_size) sg_size: u32,
+#endif
         @builtin(local_invocation_index) lid: u32) {
     let gall = group_id(wid, nwg);
 #if SPLIT
@@ -152,8 +168,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let kbeg = 0u;
     let kend = n_kv;
 #endif
+#if SUBGROUP
     // Octets follow subgroup lanes, which local_invocation_index need not.
     let lane = sg_id * sg_size + sg_lane;
+#else
+    let lane = lid;
+#endif
     let oct = lane / 8u;
     let u = lane % 8u;
 
@@ -303,11 +323,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endunroll
 #endunroll
 #endunroll
+#if SUBGROUP
 #unroll k KB
 #unroll g GQ
             s_$k_$g = logit(octet_sum(s_$k_$g), mv_$k_$g);
 #endunroll
 #endunroll
+#else
+#unroll k KB
+#unroll g GQ
+            osum[($ku * GQ + $gu) * WG + lane] = s_$k_$g;
+#endunroll
+#endunroll
+            workgroupBarrier();
+#unroll k KB
+#unroll g GQ
+            s_$k_$g = logit(octet_sum_at($ku * GQ + $gu, lane), mv_$k_$g);
+#endunroll
+#endunroll
+            // The next step's stores wait for every lane's reads.
+            workgroupBarrier();
+#endif
             // Online softmax per head over the octet's KB keys.
 #unroll g GQ
             var mn_$g = m_$g;
@@ -423,14 +459,28 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let inv = select(fs / l, 0.0, l == 0.0);
 #endif
 #if Q8X
+        // Lane t < DV / 4 holds values 4t .. 4t + 3; the octet of a unit's 8 lanes finds its
+        // largest magnitude (every lane takes part: with workgroup memory, a barrier).
+        var y = vec4<f32>(0.0);
         if (lane < DV / 4u) {
             var x = vec4<f32>(0.0);
             for (var w = 0u; w < NG; w++) {
                 let r = w * DV + 4u * lane;
                 x += vec4<f32>(red[r], red[r + 1u], red[r + 2u], red[r + 3u]);
             }
-            let y = x * inv;
-            let m = octet_max(max(max(abs(y.x), abs(y.y)), max(abs(y.z), abs(y.w))));
+            y = x * inv;
+        }
+        let am = max(max(abs(y.x), abs(y.y)), max(abs(y.z), abs(y.w)));
+#if SUBGROUP
+        let m = octet_max(am);
+#else
+        osum[lane] = am;
+        workgroupBarrier();
+        let o = lane & ~7u;
+        let m = max(max(max(osum[o], osum[o + 1u]), max(osum[o + 2u], osum[o + 3u])),
+                    max(max(osum[o + 4u], osum[o + 5u]), max(osum[o + 6u], osum[o + 7u])));
+#endif
+        if (lane < DV / 4u) {
             q8x_store(h, iq + n_q * b, lane, y, m);
         }
 #else

@@ -2,9 +2,9 @@
 //! query heads of one K/V head together and the keys cut into splits merged by
 //! `flash_attn_combine.wgsl`; many rows (prefill) run `flash_attn_coop.wgsl` where cooperative
 //! matrices do (f16 K/V, heads of 128), else `flash_attn_tile.wgsl`, blocks of rows sharing
-//! each tile of K and V; what neither takes (head sizes not a multiple of 4, or too
-//! large for the tile's workgroup memory; decode without subgroups) runs `flash_attn.wgsl`, a
-//! workgroup a row. K/V readers in `flash_attn_kv.wgsl`.
+//! each tile of K and V; what neither takes (head sizes not a multiple of 4, or too large for
+//! the tile's workgroup memory) runs `flash_attn.wgsl`, a workgroup a row. K/V readers in
+//! `flash_attn_kv.wgsl`.
 
 use wgllm_core::{DType, Result};
 
@@ -37,15 +37,20 @@ const VEC_UNSPLIT_SHAPES: [(u32, u32); 3] = [(512, 1), (256, 2), (WG_VEC, VEC_KE
 const WG_COMBINE: u32 = 256;
 /// Query rows up to which the vec kernel runs.
 const VEC_MAX_Q: u64 = 8;
-/// Workgroup memory of `flash_attn_vec.wgsl` with `lanes` invocations and `heads` query heads
-/// (its variables' sizes, each rounded up to 16 bytes as WebGPU counts them): q, the octets'
-/// outputs, m and l; with a mask the staged terms and the visible range.
-fn vec_storage(lanes: u32, heads: u32, (d, dv): (u64, u64), mask: bool, mask_heads: bool) -> u64 {
-    let (octets, heads) = (u64::from(lanes / 8), u64::from(heads));
+/// Workgroup memory of `flash_attn_vec.wgsl` with the shape of `o` (its variables' sizes, each
+/// rounded up to 16 bytes as WebGPU counts them): q, the octets' outputs, m and l; with a mask
+/// the staged terms and the visible range; without subgroups the octets' partial sums.
+fn vec_storage(o: &VecOpts, (d, dv): (u64, u64), mask: bool) -> u64 {
+    let (lanes, heads) = (o.lanes, u64::from(o.heads));
+    let octets = u64::from(lanes / 8);
     let r16 = |bytes: u64| bytes.next_multiple_of(16);
-    let staged = u64::from(crate::shaders::vec_mask_terms(mask_heads) * lanes);
+    let staged = u64::from(crate::shaders::vec_mask_terms(o.mask_heads) * lanes);
     let masks = if mask { r16(4 * staged) + 32 } else { 0 };
-    16 * (heads * d).div_ceil(4) + r16(4 * octets * dv) + 2 * r16(4 * octets * heads) + masks
+    let sums = match o.subgroups {
+        true => 0,
+        false => r16(4 * u64::from(crate::shaders::vec_octet_sums(lanes, o.heads, o.keys))),
+    };
+    16 * (heads * d).div_ceil(4) + r16(4 * octets * dv) + 2 * r16(4 * octets * heads) + masks + sums
 }
 
 /// Largest head size of the vec kernel, and most output values (heads · dv) a workgroup keeps
@@ -138,6 +143,8 @@ struct VecOpts {
     softcap: bool,
     /// The result rounded to int8 for a Q8X mat-vec (i32 words).
     q8x: bool,
+    /// Octet sums through subgroup shuffles, else through workgroup memory.
+    subgroups: bool,
 }
 
 /// The vec kernel's variant.
@@ -161,6 +168,7 @@ fn vec_key(
             keys: o.keys,
             split: o.split,
             q8x: o.q8x,
+            subgroups: o.subgroups,
         },
         dtypes: {
             let mut d = attn_dtypes(k, v, mask);
@@ -430,13 +438,17 @@ fn plan(
         let operands = unsplit_operands([q, k, v], mask, sinks, dst);
         return unsplit(ctx, key, operands, op, groups).map(Some);
     }
-    // The vec kernel sums across octets of subgroup lanes: it needs subgroups of 8 to WG_VEC
-    // lanes (browsers, whose WGSL cannot enable them yet, take the tiled kernel).
-    let octets = ctx.caps.subgroups
+    // The vec kernel sums across octets of lanes: through subgroup shuffles with subgroups of 8
+    // to WG_VEC lanes, else through workgroup memory (browsers, whose WGSL cannot enable
+    // subgroups yet). On an H200 with `--subgroups off --coop off`, against `flash_attn.wgsl`:
+    // tg128 at ctx 640 of the SmolLM2, Llama 1B and 8B shapes from 731, 839, 280 t/s to 965,
+    // 1,017, 328 (with subgroups: 996, 1,039, 345); after 3,968 keys from 596, 548, 171 to
+    // 708, 824, 255; 4,096 and 32,768 keys of the 8B from 97.8 and 1,556 µs to 35.1 and 224.
+    // Its result rounded for the output projection there too (Q8X): the 8B's 326 to 336.
+    let subgroups = ctx.caps.subgroups
         && ctx.caps.subgroup_min_size >= 8
         && ctx.caps.subgroup_max_size <= WG_VEC;
-    let vec =
-        octets && q.layout.ne[1] <= VEC_MAX_Q && vec_reads(ctx, &k, d) && vec_reads(ctx, &v, dv);
+    let vec = q.layout.ne[1] <= VEC_MAX_Q && vec_reads(ctx, &k, d) && vec_reads(ctx, &v, dv);
     // Query heads per workgroup: the most that share a K head and a V head.
     let r = gcd(rk, rv).max(1);
     let max_out = match n_kv <= VEC_SHORT_KV {
@@ -457,8 +469,18 @@ fn plan(
     let room = u64::from(ctx.caps.limits.max_compute_workgroup_storage_size);
     let most = ctx.caps.limits.max_compute_invocations_per_workgroup;
     let heads_u = ctx.items(heads)?;
-    let fits = |&(lanes, _): &(u32, u32)| {
-        lanes <= most && vec_storage(lanes, heads_u, (d, dv), mask.is_some(), mask_heads) <= room
+    let shaped = |(lanes, keys): (u32, u32), split| VecOpts {
+        heads: heads_u,
+        lanes,
+        keys,
+        split,
+        mask_heads,
+        softcap: softcap != 0.0,
+        q8x: false,
+        subgroups,
+    };
+    let fits = |&shape: &(u32, u32)| {
+        shape.0 <= most && vec_storage(&shaped(shape, false), (d, dv), mask.is_some()) <= room
     };
     let shape = match n_kv <= VEC_UNSPLIT_KV {
         true => VEC_UNSPLIT_SHAPES.into_iter().find(fits),
@@ -481,15 +503,7 @@ fn plan(
         .min(steps / min_steps)
         .min(u64::from(COMBINE_MAX_SPLITS));
     let (d, dv) = (ctx.items(d)?, ctx.items(dv)?);
-    let opts = |split| VecOpts {
-        heads: heads_u,
-        lanes,
-        keys,
-        split,
-        mask_heads,
-        softcap: softcap != 0.0,
-        q8x: false,
-    };
+    let opts = |split| shaped((lanes, keys), split);
     if let Some(out) = q8x {
         if !vec || want >= 2 || lanes < dv / 4 {
             return Ok(None);
@@ -577,10 +591,33 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 mask_heads: split,
                 softcap: !split,
                 q8x: false,
+                subgroups: true,
             };
             let (d, m) = ((64, 64), Some(DType::F16));
-            keys.push(vec_key(k, v, m, true, d, o(4, false)));
-            keys.push(vec_key(k, v, m, false, d, o(8, true)));
+            for subgroups in [true, false] {
+                keys.push(vec_key(
+                    k,
+                    v,
+                    m,
+                    true,
+                    d,
+                    VecOpts {
+                        subgroups,
+                        ..o(4, false)
+                    },
+                ));
+                keys.push(vec_key(
+                    k,
+                    v,
+                    m,
+                    false,
+                    d,
+                    VecOpts {
+                        subgroups,
+                        ..o(8, true)
+                    },
+                ));
+            }
             for (lanes, keys_a_step) in VEC_UNSPLIT_SHAPES {
                 let unsplit = VecOpts {
                     lanes,
@@ -594,11 +631,14 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 keys: VEC_UNSPLIT_SHAPES[0].1,
                 ..o(1, false)
             };
-            let q8x = VecOpts {
-                q8x: true,
-                ..unsplit
-            };
-            keys.push(vec_key(k, v, m, true, d, q8x));
+            for subgroups in [true, false] {
+                let q8x = VecOpts {
+                    q8x: true,
+                    subgroups,
+                    ..unsplit
+                };
+                keys.push(vec_key(k, v, m, true, d, q8x));
+            }
         }
     }
     for k in KV {
@@ -654,6 +694,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                         mask_heads,
                         softcap,
                         q8x: false,
+                        subgroups: !split,
                     };
                     keys.push(vec_key(DType::F16, DType::BF16, mask, sinks, (d, dv), o));
                 }
@@ -814,15 +855,10 @@ mod tests {
                     mask_heads,
                     softcap: false,
                     q8x: false,
+                    subgroups: heads != 4,
                 };
                 let key = super::vec_key(DType::F16, DType::F16, mask, false, (d, dv), o);
-                let formula = super::vec_storage(
-                    lanes,
-                    heads,
-                    (d.into(), dv.into()),
-                    mask.is_some(),
-                    mask_heads,
-                );
+                let formula = super::vec_storage(&o, (d.into(), dv.into()), mask.is_some());
                 assert_eq!(
                     workgroup_bytes(&key),
                     formula,
@@ -866,6 +902,32 @@ mod tests {
         assert_eq!(vec_shape(64, 640, 1024, 32768), (512, 1));
         // Split walks keep 128 lanes of 4 keys.
         assert_eq!(vec_shape(128, 4096, 1024, 49152), (128, 4));
+    }
+
+    /// Without subgroups (browsers) decode still takes the vec kernel, its octet sums through
+    /// workgroup memory.
+    #[test]
+    fn decode_without_subgroups_takes_the_vec_kernel() {
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, [128, 1, 32, 1]).unwrap();
+        let k = g.input("k", DType::F16, [128, 640, 8, 1]).unwrap();
+        let m = g.input("m", DType::F16, [640, 1, 1, 1]).unwrap();
+        let a = g
+            .flash_attn_ext(q, k, k, Some(m), None, 0.088, 0.0, 0.0)
+            .unwrap();
+        for subgroups in [true, false] {
+            let mut caps = super::super::matmul::tests::caps(false, 32, 49152);
+            caps.subgroups = subgroups;
+            caps.limits.max_compute_invocations_per_workgroup = 1024;
+            let p = super::super::plan_node(&g, a, &caps).unwrap();
+            assert_eq!(p.len(), 1);
+            assert!(
+                matches!(p[0].key.kernel, Kernel::FlashAttnVec { subgroups: s, .. } if s == subgroups),
+                "{:?}",
+                p[0].key
+            );
+            assert_eq!(p[0].key.wg, 512);
+        }
     }
 
     #[test]
