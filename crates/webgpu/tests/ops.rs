@@ -384,7 +384,8 @@ fn attention_output_rounds(subgroups: bool) {
         ..WebGpuConfig::default()
     })
     .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(gpu.capabilities().subgroups, subgroups);
+    // With `subgroups` the adapter's are used where it has them (lavapipe does).
+    assert!(subgroups || !gpu.capabilities().subgroups);
     let count = |also_read: bool| {
         let mut g = Graph::new();
         let q = g.input("q", DType::F32, [64, 1, 4, 1]).unwrap();

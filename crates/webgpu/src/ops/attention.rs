@@ -443,7 +443,8 @@ fn plan(
     // subgroups yet). On an H200 with `--subgroups off --coop off`, against `flash_attn.wgsl`:
     // tg128 at ctx 640 of the SmolLM2, Llama 1B and 8B shapes from 731, 839, 280 t/s to 965,
     // 1,017, 328 (with subgroups: 996, 1,039, 345); after 3,968 keys from 596, 548, 171 to
-    // 708, 824, 255; 4,096 and 32,768 keys of the 8B from 97.8 and 1,556 µs to 35.1 and 224.
+    // 708, 824, 255; 4,096 and 32,768 keys of the 8B from 97.8 and 656-1,556 µs (two runs) to
+    // 35.1 and 224.
     // Its result rounded for the output projection there too (Q8X): the 8B's 326 to 336.
     let subgroups = ctx.caps.subgroups
         && ctx.caps.subgroup_min_size >= 8
@@ -456,38 +457,49 @@ fn plan(
         false => VEC_MAX_OUT,
     };
     // Unsplit caches take one head a workgroup: more workgroups walk the keys side by side
-    // (their K/V rows are read once per head, from L2 after the first).
-    let heads = match n_kv <= VEC_UNSPLIT_KV {
-        true => 1,
-        false => (1..=VEC_MAX_HEADS)
-            .rev()
-            .find(|&g| r.is_multiple_of(g) && n_head.is_multiple_of(g) && g * dv <= max_out)
-            .unwrap_or(1),
+    // (their K/V rows are read once per head, from L2 after the first). Split ones the most
+    // heads that share K/V, within `max_out`, fewer where the device lacks the workgroup memory
+    // (the octet sums without subgroups take lanes · heads · keys floats).
+    let heads_ok = |g: u64| r.is_multiple_of(g) && n_head.is_multiple_of(g) && g * dv <= max_out;
+    let candidates: Vec<u64> = match n_kv <= VEC_UNSPLIT_KV {
+        true => vec![1],
+        false => (1..=VEC_MAX_HEADS).rev().filter(|&g| heads_ok(g)).collect(),
     };
     // The kernel's shape: the first the device has room for, else no vec kernel.
     let mask_heads = mask.as_ref().is_some_and(|m| m.layout.ne[2] > 1) || max_bias > 0.0;
     let room = u64::from(ctx.caps.limits.max_compute_workgroup_storage_size);
     let most = ctx.caps.limits.max_compute_invocations_per_workgroup;
-    let heads_u = ctx.items(heads)?;
-    let shaped = |(lanes, keys): (u32, u32), split| VecOpts {
-        heads: heads_u,
-        lanes,
-        keys,
-        split,
-        mask_heads,
-        softcap: softcap != 0.0,
-        q8x: false,
-        subgroups,
+    let shaped = |heads: u64, (lanes, keys): (u32, u32), split| {
+        Ok(VecOpts {
+            heads: ctx.items(heads)?,
+            lanes,
+            keys,
+            split,
+            mask_heads,
+            softcap: softcap != 0.0,
+            q8x: false,
+            subgroups,
+        })
     };
-    let fits = |&shape: &(u32, u32)| {
-        shape.0 <= most && vec_storage(&shaped(shape, false), (d, dv), mask.is_some()) <= room
+    let fits = |heads: u64, shape: (u32, u32)| -> Result<bool> {
+        let o = shaped(heads, shape, false)?;
+        Ok(shape.0 <= most && vec_storage(&o, (d, dv), mask.is_some()) <= room)
     };
-    let shape = match n_kv <= VEC_UNSPLIT_KV {
-        true => VEC_UNSPLIT_SHAPES.into_iter().find(fits),
-        false => Some((WG_VEC, VEC_KEYS)).filter(fits),
+    let shapes: &[(u32, u32)] = match n_kv <= VEC_UNSPLIT_KV {
+        true => &VEC_UNSPLIT_SHAPES,
+        false => &[(WG_VEC, VEC_KEYS)],
     };
-    let vec = vec && shape.is_some();
-    let (lanes, keys) = shape.unwrap_or((WG_VEC, VEC_KEYS));
+    let mut pick = None;
+    'pick: for &g in &candidates {
+        for &shape in shapes {
+            if fits(g, shape)? {
+                pick = Some((g, shape));
+                break 'pick;
+            }
+        }
+    }
+    let vec = vec && pick.is_some();
+    let (heads, (lanes, keys)) = pick.unwrap_or((1, (WG_VEC, VEC_KEYS)));
     let (groups, step) = match vec {
         true => (n_rows * n_head / heads, VEC_STEP),
         false => (n_rows * n_head, u64::from(WG_ATTN)),
@@ -503,7 +515,7 @@ fn plan(
         .min(steps / min_steps)
         .min(u64::from(COMBINE_MAX_SPLITS));
     let (d, dv) = (ctx.items(d)?, ctx.items(dv)?);
-    let opts = |split| shaped((lanes, keys), split);
+    let opts = |split| shaped(heads, (lanes, keys), split);
     if let Some(out) = q8x {
         if !vec || want >= 2 || lanes < dv / 4 {
             return Ok(None);
@@ -516,7 +528,7 @@ fn plan(
             (d, dv),
             VecOpts {
                 q8x: true,
-                ..opts(false)
+                ..opts(false)?
             },
         );
         let operands = unsplit_operands([q, k, v], mask, sinks, out.clone());
@@ -530,7 +542,7 @@ fn plan(
                 mask_dtype,
                 sinks.is_some(),
                 (d, dv),
-                opts(false),
+                opts(false)?,
             ),
             false => flash_attn_key(k.dtype, v.dtype, mask_dtype, sinks.is_some(), d, dv, false),
         };
@@ -544,7 +556,7 @@ fn plan(
     let rows = n_rows * n_head;
     let scratch = Operand::scratch(DType::F32, rows * splits * (u64::from(dv) + 2))?;
     let key = match vec {
-        true => vec_key(k.dtype, v.dtype, mask_dtype, false, (d, dv), opts(true)),
+        true => vec_key(k.dtype, v.dtype, mask_dtype, false, (d, dv), opts(true)?),
         false => flash_attn_key(k.dtype, v.dtype, mask_dtype, false, d, dv, true),
     };
     let partials = Dispatch {
@@ -904,30 +916,43 @@ mod tests {
         assert_eq!(vec_shape(128, 4096, 1024, 49152), (128, 4));
     }
 
-    /// Without subgroups (browsers) decode still takes the vec kernel, its octet sums through
-    /// workgroup memory.
-    #[test]
-    fn decode_without_subgroups_takes_the_vec_kernel() {
+    /// Llama 8B's decode attention over `n_kv` keys on a device with or without `subgroups`
+    /// and `wg_bytes` of workgroup memory: the vec kernel's (lanes, query heads a workgroup,
+    /// subgroup flag) and the dispatch count.
+    fn vec_plan(n_kv: u64, subgroups: bool, wg_bytes: u32) -> ((u32, u32, bool), usize) {
         let mut g = Graph::new();
         let q = g.input("q", DType::F32, [128, 1, 32, 1]).unwrap();
-        let k = g.input("k", DType::F16, [128, 640, 8, 1]).unwrap();
-        let m = g.input("m", DType::F16, [640, 1, 1, 1]).unwrap();
+        let k = g.input("k", DType::F16, [128, n_kv, 8, 1]).unwrap();
+        let m = g.input("m", DType::F16, [n_kv, 1, 1, 1]).unwrap();
         let a = g
             .flash_attn_ext(q, k, k, Some(m), None, 0.088, 0.0, 0.0)
             .unwrap();
-        for subgroups in [true, false] {
-            let mut caps = super::super::matmul::tests::caps(false, 32, 49152);
-            caps.subgroups = subgroups;
-            caps.limits.max_compute_invocations_per_workgroup = 1024;
-            let p = super::super::plan_node(&g, a, &caps).unwrap();
-            assert_eq!(p.len(), 1);
-            assert!(
-                matches!(p[0].key.kernel, Kernel::FlashAttnVec { subgroups: s, .. } if s == subgroups),
-                "{:?}",
-                p[0].key
-            );
-            assert_eq!(p[0].key.wg, 512);
+        let mut caps = super::super::matmul::tests::caps(false, 32, wg_bytes);
+        caps.subgroups = subgroups;
+        caps.limits.max_compute_invocations_per_workgroup = 1024;
+        let p = super::super::plan_node(&g, a, &caps).unwrap();
+        match p[0].key.kernel {
+            Kernel::FlashAttnVec {
+                heads,
+                subgroups: s,
+                ..
+            } => ((p[0].key.wg, heads, s), p.len()),
+            ref other => panic!("{other:?}"),
         }
+    }
+
+    /// Without subgroups (browsers) decode still takes the vec kernel, its octet sums through
+    /// workgroup memory: unsplit over short caches, split over long ones, with fewer query heads
+    /// a workgroup where those sums leave too little memory for more (WebGPU's default 16 KiB).
+    #[test]
+    fn decode_without_subgroups_takes_the_vec_kernel() {
+        assert_eq!(vec_plan(640, true, 49152), ((512, 1, true), 1));
+        assert_eq!(vec_plan(640, false, 49152), ((512, 1, false), 1));
+        assert_eq!(vec_plan(4096, true, 49152), ((128, 4, true), 2));
+        assert_eq!(vec_plan(4096, false, 49152), ((128, 4, false), 2));
+        assert_eq!(vec_plan(4096, true, 16384), ((128, 4, true), 2));
+        assert_eq!(vec_plan(4096, false, 16384), ((128, 2, false), 2));
+        assert_eq!(vec_plan(640, false, 16384), ((128, 1, false), 1));
     }
 
     #[test]

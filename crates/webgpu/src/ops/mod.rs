@@ -20,11 +20,12 @@
 //!   the config. Anything else takes `mul_mat.wgsl`. A weight past the binding limit runs as
 //!   windows of rows (`windows.rs`).
 //! - **flash_attn_ext** (`attention.rs`): up to 8 query rows whose K/V rows are whole 16-byte
-//!   parts take `flash_attn_vec.wgsl` where subgroups of 8..128 lanes exist (not browsers):
-//!   over caches of at most 1,024 keys unsplit, one query head and 256 lanes a workgroup; over
-//!   longer ones split along the keys (`flash_attn_combine.wgsl` merges), the query heads that
-//!   share a K/V head grouped up to 256 output values a workgroup through 2,048 keys (2 heads
-//!   of 128), 512 beyond. More rows (prefill) take `flash_attn_coop.wgsl` on cooperative
+//!   parts take `flash_attn_vec.wgsl` (octet sums through subgroups of 8..128 lanes, else
+//!   through workgroup memory, as in browsers): over caches of at most 1,024 keys unsplit, one
+//!   query head and up to 512 lanes a workgroup; over longer ones split along the keys
+//!   (`flash_attn_combine.wgsl` merges), the query heads that share a K/V head grouped up to
+//!   256 output values a workgroup through 2,048 keys (2 heads of 128), 512 beyond, fewer
+//!   where workgroup memory is short. More rows (prefill) take `flash_attn_coop.wgsl` on cooperative
 //!   matrices for f16 K/V with K heads of 128, else `flash_attn_tile.wgsl` (blocks of 32, 16
 //!   or 8 rows by workgroup memory, heads a multiple of 4); both skip the key tiles the mask
 //!   hides from a whole block. Other shapes and devices take `flash_attn.wgsl`, split the same
