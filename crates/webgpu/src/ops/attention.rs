@@ -37,6 +37,13 @@ const VEC_UNSPLIT_SHAPES: [(u32, u32); 3] = [(512, 1), (256, 2), (WG_VEC, VEC_KE
 const WG_COMBINE: u32 = 256;
 /// Query rows up to which the vec kernel runs.
 const VEC_MAX_Q: u64 = 8;
+/// Most q·k sums (query heads × keys an octet takes) a step of `flash_attn_vec.wgsl` exchanges
+/// without subgroups: its split walks then take 1 key an octet and at most 4 heads. Chromium's
+/// SwiftShader (the browser tests' WebGPU, and a browser's without a GPU) took 163 s to run
+/// (mostly to compile) an 8-head attention case on 4 heads of 4 keys, lost the device on 8 of 4,
+/// and took 2.4 s on 4 of 1. The unsplit shapes take one head, so at most 4 too.
+const VEC_SUMS_WITHOUT_SUBGROUPS: u64 = 4;
+
 /// Workgroup memory of `flash_attn_vec.wgsl` with the shape of `o` (its variables' sizes, each
 /// rounded up to 16 bytes as WebGPU counts them): q, the octets' outputs, m and l; with a mask
 /// the staged terms and the visible range; without subgroups the octets' partial sums.
@@ -442,10 +449,11 @@ fn plan(
     // to WG_VEC lanes, else through workgroup memory (browsers, whose WGSL cannot enable
     // subgroups yet). On an H200 with `--subgroups off --coop off`, against `flash_attn.wgsl`:
     // tg128 at ctx 640 of the SmolLM2, Llama 1B and 8B shapes from 731, 839, 280 t/s to 965,
-    // 1,017, 328 (with subgroups: 996, 1,039, 345); after 3,968 keys from 596, 548, 171 to
-    // 708, 824, 255; 4,096 and 32,768 keys of the 8B from 97.8 and 656-1,556 µs (two runs) to
-    // 35.1 and 224.
-    // Its result rounded for the output projection there too (Q8X): the 8B's 326 to 336.
+    // 1,017, 328 (with subgroups: 996, 1,039, 345); its result rounded for the output
+    // projection there too (Q8X): the 8B's 326 to 336. Split walks were measured with 4 keys an
+    // octet, before `VEC_SUMS_WITHOUT_SUBGROUPS` cut them to 1 (not measured since): after
+    // 3,968 keys from 596, 548, 171 to 708, 824, 255; 4,096 and 32,768 keys of the 8B from 97.8
+    // and 656-1,556 µs (two runs) to 35.1 and 224.
     let subgroups = ctx.caps.subgroups
         && ctx.caps.subgroup_min_size >= 8
         && ctx.caps.subgroup_max_size <= WG_VEC;
@@ -463,7 +471,10 @@ fn plan(
     let heads_ok = |g: u64| r.is_multiple_of(g) && n_head.is_multiple_of(g) && g * dv <= max_out;
     let candidates: Vec<u64> = match n_kv <= VEC_UNSPLIT_KV {
         true => vec![1],
-        false => (1..=VEC_MAX_HEADS).rev().filter(|&g| heads_ok(g)).collect(),
+        false => (1..=VEC_MAX_HEADS)
+            .rev()
+            .filter(|&g| heads_ok(g) && (subgroups || g <= VEC_SUMS_WITHOUT_SUBGROUPS))
+            .collect(),
     };
     // The kernel's shape: the first the device has room for, else no vec kernel.
     let mask_heads = mask.as_ref().is_some_and(|m| m.layout.ne[2] > 1) || max_bias > 0.0;
@@ -485,9 +496,10 @@ fn plan(
         let o = shaped(heads, shape, false)?;
         Ok(shape.0 <= most && vec_storage(&o, (d, dv), mask.is_some()) <= room)
     };
-    let shapes: &[(u32, u32)] = match n_kv <= VEC_UNSPLIT_KV {
-        true => &VEC_UNSPLIT_SHAPES,
-        false => &[(WG_VEC, VEC_KEYS)],
+    let shapes: &[(u32, u32)] = match (n_kv <= VEC_UNSPLIT_KV, subgroups) {
+        (true, _) => &VEC_UNSPLIT_SHAPES,
+        (false, true) => &[(WG_VEC, VEC_KEYS)],
+        (false, false) => &[(WG_VEC, 1)],
     };
     let mut pick = None;
     'pick: for &g in &candidates {
@@ -918,8 +930,8 @@ mod tests {
 
     /// Llama 8B's decode attention over `n_kv` keys on a device with or without `subgroups`
     /// and `wg_bytes` of workgroup memory: the vec kernel's (lanes, query heads a workgroup,
-    /// subgroup flag) and the dispatch count.
-    fn vec_plan(n_kv: u64, subgroups: bool, wg_bytes: u32) -> ((u32, u32, bool), usize) {
+    /// keys an octet takes a step, subgroup flag) and the dispatch count.
+    fn vec_plan(n_kv: u64, subgroups: bool, wg_bytes: u32) -> ((u32, u32, u32, bool), usize) {
         let mut g = Graph::new();
         let q = g.input("q", DType::F32, [128, 1, 32, 1]).unwrap();
         let k = g.input("k", DType::F16, [128, n_kv, 8, 1]).unwrap();
@@ -934,25 +946,28 @@ mod tests {
         match p[0].key.kernel {
             Kernel::FlashAttnVec {
                 heads,
+                keys,
                 subgroups: s,
                 ..
-            } => ((p[0].key.wg, heads, s), p.len()),
+            } => ((p[0].key.wg, heads, keys, s), p.len()),
             ref other => panic!("{other:?}"),
         }
     }
 
     /// Without subgroups (browsers) decode still takes the vec kernel, its octet sums through
-    /// workgroup memory: unsplit over short caches, split over long ones, with fewer query heads
-    /// a workgroup where those sums leave too little memory for more (WebGPU's default 16 KiB).
+    /// workgroup memory: unsplit over short caches, split over long ones with one key an octet
+    /// and at most 4 heads (`VEC_SUMS_WITHOUT_SUBGROUPS`), fewer heads where those sums leave
+    /// too little memory for more.
     #[test]
     fn decode_without_subgroups_takes_the_vec_kernel() {
-        assert_eq!(vec_plan(640, true, 49152), ((512, 1, true), 1));
-        assert_eq!(vec_plan(640, false, 49152), ((512, 1, false), 1));
-        assert_eq!(vec_plan(4096, true, 49152), ((128, 4, true), 2));
-        assert_eq!(vec_plan(4096, false, 49152), ((128, 4, false), 2));
-        assert_eq!(vec_plan(4096, true, 16384), ((128, 4, true), 2));
-        assert_eq!(vec_plan(4096, false, 16384), ((128, 2, false), 2));
-        assert_eq!(vec_plan(640, false, 16384), ((128, 1, false), 1));
+        assert_eq!(vec_plan(640, true, 49152), ((512, 1, 1, true), 1));
+        assert_eq!(vec_plan(640, false, 49152), ((512, 1, 1, false), 1));
+        assert_eq!(vec_plan(640, false, 16384), ((128, 1, 4, false), 1));
+        assert_eq!(vec_plan(4096, true, 49152), ((128, 4, 4, true), 2));
+        assert_eq!(vec_plan(4096, false, 49152), ((128, 4, 1, false), 2));
+        // 4 heads need 14,880 bytes without subgroups, 12,832 with; 2 heads 12,576.
+        assert_eq!(vec_plan(4096, true, 13000), ((128, 4, 4, true), 2));
+        assert_eq!(vec_plan(4096, false, 13000), ((128, 2, 1, false), 2));
     }
 
     #[test]
