@@ -39,9 +39,9 @@ const WG_COMBINE: u32 = 256;
 const VEC_MAX_Q: u64 = 8;
 /// Most q·k sums (query heads × keys an octet takes) a step of `flash_attn_vec.wgsl` exchanges
 /// without subgroups: its split walks then take 1 key an octet and at most 4 heads. Chromium's
-/// SwiftShader (the browser tests' WebGPU, and a browser's without a GPU) took 163 s to run
-/// (mostly to compile) an 8-head attention case on 4 heads of 4 keys, lost the device on 8 of 4,
-/// and took 2.4 s on 4 of 1. The unsplit shapes take one head, so at most 4 too.
+/// SwiftShader (the browser tests' WebGPU, and a browser's without a GPU) took 163 s to build
+/// and run an 8-head attention case on 4 heads of 4 keys, lost the device on 8 of 4, and took
+/// 2.4 s on 4 of 1. The unsplit shapes take one head, so at most 4 too.
 const VEC_SUMS_WITHOUT_SUBGROUPS: u64 = 4;
 
 /// Workgroup memory of `flash_attn_vec.wgsl` with the shape of `o` (its variables' sizes, each
