@@ -12,7 +12,8 @@
 #
 # Models: the synthetic SmolLM2-135M Q4_1, llama-3.2-1b Q4_0 and llama-3.1-8b Q4_0 in
 # /tmp/wgllm-bench (written here when missing, as bench/run_h200.sh names them). Run from the
-# repository root; everything goes under $OUT (default bench/out-ab), summary.txt the key lines.
+# repository root; everything goes under $OUT (default bench/out-ab), summary.txt the key lines
+# (the rest packed into files.tgz at the end).
 
 set -u
 cd "$(dirname "$0")/.."

@@ -1,7 +1,9 @@
 # Sourced by the bench/*.sh scripts that run on a GPU host (from the repository root): the
 # Vulkan loader and libglvnd unpacked from .gl/*.deb (/work/shared/GPU.md), no
 # runtime-dir warning, `start_summary DIR`: DIR/summary.txt emptied, `log` printing a line
-# and appending it there, `commit BINARY`: the commit in BINARY.commit next to it, or "?", and
+# and appending it there, and at the script's exit every other file of DIR packed into
+# DIR/files.tgz (a device call returns 8 files of its output folder: browser_paths.sh writes
+# ~36, and session 17 lost all but 8), `commit BINARY`: the commit in BINARY.commit next to it, or "?", and
 # `synth_models BINARY`: the synthetic SmolLM2-135M Q4_1, llama-3.2-1b Q4_0 and llama-3.1-8b
 # Q4_0 written into M=/tmp/wgllm-bench in the background when missing (wait for them),
 # `have_model NAME`: true when M/NAME.gguf exists (its path in `file`), else the skip logged,
@@ -19,6 +21,15 @@ start_summary() {
     S="$1/summary.txt"
     : >"$S"
     log() { echo "$*" | tee -a "$S"; }
+    trap 'pack_out "$(dirname "$S")"' EXIT
+}
+
+# Packs every file of DIR but summary.txt (and an earlier files.tgz) into DIR/files.tgz.
+pack_out() {
+    local files
+    files=$(cd "$1" && find . -type f ! -name summary.txt ! -name files.tgz)
+    [ -n "$files" ] || return 0
+    (cd "$1" && tar czf files.tgz $files && rm -f $files)
 }
 
 commit() { cat "$1.commit" 2>/dev/null || echo "?"; }
