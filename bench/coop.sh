@@ -116,5 +116,5 @@ if [ "$PP" = 1 ] && big; then
         log "## perplexity 8B q4_0, $mode (rc $?): $(grep -E "\[1/|PPL|rror" "$OUT/ppl-$mode.txt" | tr '\n' ' ')"
     done
 elif [ "$PP" = 1 ]; then
-    log "pp512: no 8B q4_0 file (synth did not finish; see $OUT/synth.txt)"
+    log "pp512: no 8B q4_0 file (synth did not finish; see synth.txt in $OUT/files.tgz)"
 fi

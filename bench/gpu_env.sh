@@ -1,9 +1,9 @@
 # Sourced by the bench/*.sh scripts that run on a GPU host (from the repository root): the
 # Vulkan loader and libglvnd unpacked from .gl/*.deb (/work/shared/GPU.md), no
 # runtime-dir warning, `start_summary DIR`: DIR/summary.txt emptied, `log` printing a line
-# and appending it there, and at the script's exit every other file of DIR packed into
-# DIR/files.tgz (a device call returns 8 files of its output folder: browser_paths.sh writes
-# ~36, and session 17 lost all but 8), `commit BINARY`: the commit in BINARY.commit next to it, or "?", and
+# and appending it there, and at the script's exit the other files the run wrote in DIR packed
+# into DIR/files.tgz (a device call returns 8 files of its output folder: browser_paths.sh
+# writes ~36, and session 17 lost all but 8), `commit BINARY`: the commit in BINARY.commit next to it, or "?", and
 # `synth_models BINARY`: the synthetic SmolLM2-135M Q4_1, llama-3.2-1b Q4_0 and llama-3.1-8b
 # Q4_0 written into M=/tmp/wgllm-bench in the background when missing (wait for them),
 # `have_model NAME`: true when M/NAME.gguf exists (its path in `file`), else the skip logged,
@@ -20,16 +20,21 @@ start_summary() {
     mkdir -p "$1"
     S="$1/summary.txt"
     : >"$S"
+    rm -f "$1/files.tgz"
+    touch "$1/.started"
     log() { echo "$*" | tee -a "$S"; }
     trap 'pack_out "$(dirname "$S")"' EXIT
 }
 
-# Packs every file of DIR but summary.txt (and an earlier files.tgz) into DIR/files.tgz.
+# Packs the files this run wrote directly in DIR (newer than its .started mark), but
+# summary.txt, into DIR/files.tgz.
 pack_out() {
-    local files
-    files=$(cd "$1" && find . -type f ! -name summary.txt ! -name files.tgz)
-    [ -n "$files" ] || return 0
-    (cd "$1" && tar czf files.tgz $files && rm -f $files)
+    (
+        cd "$1" || exit
+        find . -maxdepth 1 -type f -newer .started ! -name summary.txt ! -name files.tgz -print0 |
+            tar czf files.tgz --null -T - --remove-files
+        rm -f .started
+    )
 }
 
 commit() { cat "$1.commit" 2>/dev/null || echo "?"; }

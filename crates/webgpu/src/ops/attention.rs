@@ -13,11 +13,11 @@ use crate::shaders::{Kernel, PipelineKey, COMBINE_COLS, COMBINE_MAX_SPLITS, OP_W
 
 /// Invocations per workgroup, and keys per tile, of `flash_attn.wgsl`.
 const WG_ATTN: u32 = 64;
-/// Invocations per workgroup of `flash_attn_vec.wgsl` (16 octets) and the keys they take a
-/// step (4 per octet).
+/// Invocations per workgroup of `flash_attn_vec.wgsl` over split walks (16 octets).
 const WG_VEC: u32 = 128;
-/// Keys an octet of the vec kernel takes a step (KB in the kernel) over split walks, and the
-/// keys a step of one takes ([`WG_VEC`] / 8 octets of them).
+/// Keys an octet of the vec kernel takes a step (KB in the kernel) over split walks with
+/// subgroups (1 without: [`VEC_SUMS_WITHOUT_SUBGROUPS`]), and the unit splits are cut in: the
+/// keys a step of 16 octets of 4 takes.
 const VEC_KEYS: u32 = 4;
 const VEC_STEP: u64 = 64;
 /// Shapes of the vec kernel over unsplit caches (at most [`VEC_UNSPLIT_KV`] keys), best first:
@@ -73,8 +73,8 @@ const VEC_MAX_OUT: u64 = 512;
 const VEC_SHORT_KV: u64 = 2048;
 /// Most query heads a vec workgroup takes.
 const VEC_MAX_HEADS: u64 = 8;
-/// Steps of keys a vec split takes at least, so its fixed costs (loading q, merging octets,
-/// writing its partial result) stay small beside its K/V reads.
+/// Units of [`VEC_STEP`] keys a vec split takes at least, so its fixed costs (loading q,
+/// merging octets, writing its partial result) stay small beside its K/V reads.
 const VEC_MIN_STEPS: u64 = 2;
 /// Caches of at most this many keys run the vec kernel unsplit: one workgroup per head group
 /// walks the visible keys, and the combine dispatch and its scratch round trip go. A model
@@ -471,10 +471,7 @@ fn plan(
     let heads_ok = |g: u64| r.is_multiple_of(g) && n_head.is_multiple_of(g) && g * dv <= max_out;
     let candidates: Vec<u64> = match n_kv <= VEC_UNSPLIT_KV {
         true => vec![1],
-        false => (1..=VEC_MAX_HEADS)
-            .rev()
-            .filter(|&g| heads_ok(g) && (subgroups || g <= VEC_SUMS_WITHOUT_SUBGROUPS))
-            .collect(),
+        false => (1..=VEC_MAX_HEADS).rev().filter(|&g| heads_ok(g)).collect(),
     };
     // The kernel's shape: the first the device has room for, else no vec kernel.
     let mask_heads = mask.as_ref().is_some_and(|m| m.layout.ne[2] > 1) || max_bias > 0.0;
@@ -504,7 +501,8 @@ fn plan(
     let mut pick = None;
     'pick: for &g in &candidates {
         for &shape in shapes {
-            if fits(g, shape)? {
+            let sums = g * u64::from(shape.1);
+            if (subgroups || sums <= VEC_SUMS_WITHOUT_SUBGROUPS) && fits(g, shape)? {
                 pick = Some((g, shape));
                 break 'pick;
             }
@@ -618,30 +616,16 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 subgroups: true,
             };
             let (d, m) = ((64, 64), Some(DType::F16));
-            for subgroups in [true, false] {
-                keys.push(vec_key(
-                    k,
-                    v,
-                    m,
-                    true,
-                    d,
-                    VecOpts {
-                        subgroups,
-                        ..o(4, false)
-                    },
-                ));
-                keys.push(vec_key(
-                    k,
-                    v,
-                    m,
-                    false,
-                    d,
-                    VecOpts {
-                        subgroups,
-                        ..o(8, true)
-                    },
-                ));
-            }
+            keys.push(vec_key(k, v, m, true, d, o(4, false)));
+            keys.push(vec_key(k, v, m, false, d, o(8, true)));
+            // Without subgroups as the planner shapes them: at most 4 sums a step.
+            let sg_off = |heads, keys, split| VecOpts {
+                keys,
+                subgroups: false,
+                ..o(heads, split)
+            };
+            keys.push(vec_key(k, v, m, true, d, sg_off(1, 4, false)));
+            keys.push(vec_key(k, v, m, false, d, sg_off(4, 1, true)));
             for (lanes, keys_a_step) in VEC_UNSPLIT_SHAPES {
                 let unsplit = VecOpts {
                     lanes,
@@ -932,9 +916,19 @@ mod tests {
     /// and `wg_bytes` of workgroup memory: the vec kernel's (lanes, query heads a workgroup,
     /// keys an octet takes a step, subgroup flag) and the dispatch count.
     fn vec_plan(n_kv: u64, subgroups: bool, wg_bytes: u32) -> ((u32, u32, u32, bool), usize) {
+        vec_plan_heads((128, 32, 8), n_kv, subgroups, wg_bytes)
+    }
+
+    /// `vec_plan` for heads of `d` and `n_head` query heads over `n_head_kv` K/V heads.
+    fn vec_plan_heads(
+        (d, n_head, n_head_kv): (u64, u64, u64),
+        n_kv: u64,
+        subgroups: bool,
+        wg_bytes: u32,
+    ) -> ((u32, u32, u32, bool), usize) {
         let mut g = Graph::new();
-        let q = g.input("q", DType::F32, [128, 1, 32, 1]).unwrap();
-        let k = g.input("k", DType::F16, [128, n_kv, 8, 1]).unwrap();
+        let q = g.input("q", DType::F32, [d, 1, n_head, 1]).unwrap();
+        let k = g.input("k", DType::F16, [d, n_kv, n_head_kv, 1]).unwrap();
         let m = g.input("m", DType::F16, [n_kv, 1, 1, 1]).unwrap();
         let a = g
             .flash_attn_ext(q, k, k, Some(m), None, 0.088, 0.0, 0.0)
@@ -968,6 +962,10 @@ mod tests {
         // 4 heads need 14,880 bytes without subgroups, 12,832 with; 2 heads 12,576.
         assert_eq!(vec_plan(4096, true, 13000), ((128, 4, 4, true), 2));
         assert_eq!(vec_plan(4096, false, 13000), ((128, 2, 1, false), 2));
+        // 8 query heads of 64 a K/V head: 8 a workgroup with subgroups, 4 without.
+        let mqa = |subgroups| vec_plan_heads((64, 8, 1), 2100, subgroups, 49152);
+        assert_eq!(mqa(true), ((128, 8, 4, true), 2));
+        assert_eq!(mqa(false), ((128, 4, 1, false), 2));
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //!   query head and up to 512 lanes a workgroup; over longer ones split along the keys
 //!   (`flash_attn_combine.wgsl` merges), the query heads that share a K/V head grouped up to
 //!   256 output values a workgroup through 2,048 keys (2 heads of 128), 512 beyond, fewer
-//!   where workgroup memory is short. More rows (prefill) take `flash_attn_coop.wgsl` on cooperative
+//!   where workgroup memory is short (without subgroups 1 key an octet and at most 4 heads). More rows (prefill) take `flash_attn_coop.wgsl` on cooperative
 //!   matrices for f16 K/V with K heads of 128, else `flash_attn_tile.wgsl` (blocks of 32, 16
 //!   or 8 rows by workgroup memory, heads a multiple of 4); both skip the key tiles the mask
 //!   hides from a whole block. Other shapes and devices take `flash_attn.wgsl`, split the same
