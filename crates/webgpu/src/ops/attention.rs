@@ -16,10 +16,29 @@ const WG_ATTN: u32 = 64;
 /// Invocations per workgroup of `flash_attn_vec.wgsl` over split walks (16 octets).
 const WG_VEC: u32 = 128;
 /// Keys an octet of the vec kernel takes a step (KB in the kernel) over split walks with
-/// subgroups (1 without: [`VEC_SUMS_WITHOUT_SUBGROUPS`]), and the unit splits are cut in: the
-/// keys a step of 16 octets of 4 takes.
+/// subgroups, but where [`split_keys`] takes 2 (1 without subgroups:
+/// [`VEC_SUMS_WITHOUT_SUBGROUPS`]), and the unit splits are cut in: the keys a step of 16
+/// octets of 4 takes (of 2: their own step of 32 keys).
 const VEC_KEYS: u32 = 4;
 const VEC_STEP: u64 = 64;
+/// Caches past this many keys take 2 keys an octet over split walks ([`split_keys`]).
+const VEC_LONG_KV: u64 = 4096;
+
+/// Keys an octet takes a step over split walks with subgroups, for K heads of `d` values over
+/// `n_kv` keys: 2 for heads of at most 64 values or past [`VEC_LONG_KV`] keys, else
+/// [`VEC_KEYS`]. Fewer keys a step hold fewer K/V loads a lane; the walk takes twice the steps
+/// and its splits are cut in its 32-key steps. On an H200, tg64 against 4 keys everywhere
+/// (one call): after 8,064 keys SmolLM2's shape 701 to 735 t/s, Llama 3.2 1B's 697 to 749,
+/// Llama 3.1 8B's 216.2 to 224.3; after 3,968 keys SmolLM2 725 to 785 and the 1B 848 to 875
+/// (heads of 64). The 8B's heads of 128 keep 4 keys there: 2 took it from 258.5 to 254.0,
+/// and `ops --large` over 4,096 keys from 24.0 to 29.8 µs (over 32,768: 175.5 to 140.4).
+/// Cutting the 4-key walks finer instead (128 splits over 8,064 keys) lost: 8B 218.6 to 209.9.
+fn split_keys(d: u64, n_kv: u64) -> u32 {
+    match d <= 64 || n_kv > VEC_LONG_KV {
+        true => 2,
+        false => VEC_KEYS,
+    }
+}
 /// Shapes of the vec kernel over unsplit caches (at most [`VEC_UNSPLIT_KV`] keys), best first:
 /// (invocations, keys an octet takes a step). The planner takes the first whose invocations
 /// and workgroup memory ([`vec_storage`]) the device has. Early in a generation one step
@@ -493,9 +512,10 @@ fn plan(
         let o = shaped(heads, shape, false)?;
         Ok(shape.0 <= most && vec_storage(&o, (d, dv), mask.is_some()) <= room)
     };
+    let split_shape = [(WG_VEC, split_keys(d, n_kv))];
     let shapes: &[(u32, u32)] = match (n_kv <= VEC_UNSPLIT_KV, subgroups) {
         (true, _) => &VEC_UNSPLIT_SHAPES,
-        (false, true) => &[(WG_VEC, VEC_KEYS)],
+        (false, true) => &split_shape,
         (false, false) => &[(WG_VEC, 1)],
     };
     let mut pick = None;
@@ -510,8 +530,13 @@ fn plan(
     }
     let vec = vec && pick.is_some();
     let (heads, (lanes, keys)) = pick.unwrap_or((1, (WG_VEC, VEC_KEYS)));
+    // Split walks with subgroups are cut in their own steps (32 or 64 keys).
+    let vec_step = match subgroups && n_kv > VEC_UNSPLIT_KV {
+        true => u64::from(lanes / 8 * keys),
+        false => VEC_STEP,
+    };
     let (groups, step) = match vec {
-        true => (n_rows * n_head / heads, VEC_STEP),
+        true => (n_rows * n_head / heads, vec_step),
         false => (n_rows * n_head, u64::from(WG_ATTN)),
     };
     // Few rows with many keys (decode): cut the keys into splits of whole steps.
@@ -618,6 +643,12 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             let (d, m) = ((64, 64), Some(DType::F16));
             keys.push(vec_key(k, v, m, true, d, o(4, false)));
             keys.push(vec_key(k, v, m, false, d, o(8, true)));
+            // Split walks of 2 keys an octet (`split_keys`).
+            let two = VecOpts {
+                keys: 2,
+                ..o(8, true)
+            };
+            keys.push(vec_key(k, v, m, false, d, two));
             // Without subgroups as the planner shapes them: at most 4 sums a step.
             let sg_off = |heads, keys, split| VecOpts {
                 keys,
@@ -959,13 +990,31 @@ mod tests {
         assert_eq!(vec_plan(640, false, 16384), ((128, 1, 4, false), 1));
         assert_eq!(vec_plan(4096, true, 49152), ((128, 4, 4, true), 2));
         assert_eq!(vec_plan(4096, false, 49152), ((128, 4, 1, false), 2));
+        // Past 4,096 keys split walks take 2 keys an octet with subgroups (`split_keys`).
+        assert_eq!(vec_plan(4097, true, 49152), ((128, 4, 2, true), 2));
+        assert_eq!(vec_plan(4097, false, 49152), ((128, 4, 1, false), 2));
         // 4 heads need 14,880 bytes without subgroups, 12,832 with; 2 heads 12,576.
         assert_eq!(vec_plan(4096, true, 13000), ((128, 4, 4, true), 2));
         assert_eq!(vec_plan(4096, false, 13000), ((128, 2, 1, false), 2));
-        // 8 query heads of 64 a K/V head: 8 a workgroup with subgroups, 4 without.
+        // 8 query heads of 64 a K/V head: 8 a workgroup with subgroups (2 keys an octet:
+        // heads of 64), 4 without.
         let mqa = |subgroups| vec_plan_heads((64, 8, 1), 2100, subgroups, 49152);
-        assert_eq!(mqa(true), ((128, 8, 4, true), 2));
+        assert_eq!(mqa(true), ((128, 8, 2, true), 2));
         assert_eq!(mqa(false), ((128, 4, 1, false), 2));
+    }
+
+    /// The splits of Llama 8B's decode attention over `n_kv` keys (the partials' op word 9).
+    fn splits(n_kv: u64) -> u32 {
+        planned(n_kv)[0].op_words[9]
+    }
+
+    /// Split walks are cut in their own steps: 64 keys with 4 keys an octet, 32 with 2, at
+    /// least two steps a split and at most SPLIT_TARGET_GROUPS workgroups (8 head groups).
+    #[test]
+    fn split_walks_are_cut_in_their_own_steps() {
+        assert_eq!(splits(4096), 32);
+        assert_eq!(splits(8064), 126);
+        assert_eq!(splits(32768), 128);
     }
 
     #[test]
