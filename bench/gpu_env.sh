@@ -27,13 +27,16 @@ start_summary() {
 }
 
 # Packs the files this run wrote directly in DIR (newer than its .started mark), but
-# summary.txt, into DIR/files.tgz.
+# summary.txt, into DIR/files.tgz; no archive when it wrote none.
 pack_out() {
     (
         cd "$1" || exit
-        find . -maxdepth 1 -type f -newer .started ! -name summary.txt ! -name files.tgz -print0 |
-            tar czf files.tgz --null -T - --remove-files
-        rm -f .started
+        local list
+        list=$(mktemp)
+        find . -maxdepth 1 -type f -newer .started ! -name summary.txt ! -name files.tgz \
+            -print0 >"$list"
+        [ -s "$list" ] && tar czf files.tgz --null -T "$list" --remove-files
+        rm -f .started "$list"
     )
 }
 
