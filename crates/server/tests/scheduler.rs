@@ -127,6 +127,23 @@ fn run(e: &Engine, prompt: &[u32], params: GenParams) -> Got {
     collect(submit(e, prompt, params))
 }
 
+/// Two tests of `body(backend)`: `cpu` on the CPU backend, `gpu` on WebGPU.
+macro_rules! on_both_backends {
+    ($(#[$doc:meta])* $cpu:ident, $gpu:ident, $body:ident) => {
+        $(#[$doc])*
+        #[test]
+        fn $cpu() {
+            $body(Backend::Cpu);
+        }
+
+        $(#[$doc])*
+        #[test]
+        fn $gpu() {
+            $body(Backend::Gpu);
+        }
+    };
+}
+
 /// (steps, generated tokens, steps queued ahead) so far.
 fn counts(e: &Engine) -> (u64, u64, u64) {
     let m = e.metrics();
@@ -161,18 +178,14 @@ fn lone_requests_get_what_the_synchronous_path_gives() {
     assert!(a.2 > 0, "no step was queued ahead");
 }
 
-/// A request ending on a stop string (with a step queued ahead) or at `max_tokens` leaves its
-/// slot, the only one, ready for the next: each request gets what it gets on the synchronous
-/// engine, in the same order.
-#[test]
-fn ends_leave_the_slot_ready_for_the_next_request() {
-    ends_leave_the_slot_ready(Backend::Cpu);
-}
-
-#[test]
-fn ends_leave_the_slot_ready_for_the_next_request_on_webgpu() {
-    ends_leave_the_slot_ready(Backend::Gpu);
-}
+on_both_backends!(
+    /// A request ending on a stop string (with a step queued ahead) or at `max_tokens` leaves its
+    /// slot, the only one, ready for the next: each request gets what it gets on the synchronous
+    /// engine, in the same order.
+    ends_leave_the_slot_ready_for_the_next_request,
+    ends_leave_the_slot_ready_for_the_next_request_on_webgpu,
+    ends_leave_the_slot_ready
+);
 
 fn ends_leave_the_slot_ready(backend: Backend) {
     let (sync, ahead) = (engine(backend, 1, false), engine(backend, 1, true));
@@ -205,17 +218,13 @@ fn ends_leave_the_slot_ready(backend: Backend) {
     assert!(counts(&ahead).2 > 0, "no step was queued ahead");
 }
 
-/// A second request arriving while the first decodes with a step queued ahead: both get what
-/// each gets alone, the second decoding alone in the second slot once the first has ended.
-#[test]
-fn a_request_arriving_mid_stream_gets_its_own_output() {
-    arriving_mid_stream(Backend::Cpu);
-}
-
-#[test]
-fn a_request_arriving_mid_stream_gets_its_own_output_on_webgpu() {
-    arriving_mid_stream(Backend::Gpu);
-}
+on_both_backends!(
+    /// A second request arriving while the first decodes with a step queued ahead: both get what
+    /// each gets alone, the second decoding alone in the second slot once the first has ended.
+    a_request_arriving_mid_stream_gets_its_own_output,
+    a_request_arriving_mid_stream_gets_its_own_output_on_webgpu,
+    arriving_mid_stream
+);
 
 fn arriving_mid_stream(backend: Backend) {
     let sync = engine(backend, 2, false);
@@ -297,15 +306,11 @@ fn greedy_ids(prompt: &[u32], n: usize) -> Vec<u32> {
     ids
 }
 
-#[test]
-fn the_prompt_cache_runs_only_what_a_slot_does_not_hold() {
-    prompt_cache(Backend::Cpu);
-}
-
-#[test]
-fn the_prompt_cache_runs_only_what_a_slot_does_not_hold_on_webgpu() {
-    prompt_cache(Backend::Gpu);
-}
+on_both_backends!(
+    the_prompt_cache_runs_only_what_a_slot_does_not_hold,
+    the_prompt_cache_runs_only_what_a_slot_does_not_hold_on_webgpu,
+    prompt_cache
+);
 
 fn prompt_cache(backend: Backend) {
     let (plain, cached) = (
