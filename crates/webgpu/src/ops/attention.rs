@@ -47,8 +47,7 @@ fn split_keys(d: u64, n_kv: u64) -> u32 {
 /// - 256 lanes of 4 keys instead of 128: SmolLM2, 1B and 8B shapes 746, 626, 211 to 785,
 ///   641, 217 t/s (split walks were slower with 256);
 /// - 256 of 2 instead of 256 of 4: 8B q4_K and q4_0 308.5 and 330.9 to 314.7 and 338.2, 1B
-///   q4_0 ~1,000 to 1,022-1,027, SmolLM2 944-947 to 969-974 (2 keys were slower over split
-///   walks: 4,096 and 32,768 keys took 27.6 and 239 µs against 24.2 and 177);
+///   q4_0 ~1,000 to 1,022-1,027, SmolLM2 944-947 to 969-974 (split walks: [`split_keys`]);
 /// - 512 of 1 instead of 256 of 2: 8B q4_K 322.4 to 326.7, 1B q4_0 1,021 to 1,029, SmolLM2
 ///   968 to 982 (512 of 2: 323.9, 1,022, 964; 128 of 2: 310.4, 992, 921).
 const VEC_UNSPLIT_SHAPES: [(u32, u32); 3] = [(512, 1), (256, 2), (WG_VEC, VEC_KEYS)];
