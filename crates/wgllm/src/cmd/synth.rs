@@ -32,8 +32,20 @@ pub enum Preset {
 }
 
 impl Preset {
+    /// The context the real model was trained for (its GGUF's `context_length`): what `bench
+    /// -d` and `-c` may reach on the synthetic file.
+    fn n_ctx_train(self) -> u64 {
+        match self {
+            Preset::Tiny | Preset::Smollm2_135m => 8192,
+            Preset::Llama32_1b | Preset::Llama31_8b => 131_072,
+            Preset::Qwen3_0_6b | Preset::Qwen3_8b | Preset::Qwen3_30bA3b => 40_960,
+            Preset::Gemma3_270m => 32_768,
+        }
+    }
+
     /// Architecture and shape of the preset.
     pub fn shape(self) -> (SynthArch, LlamaShape) {
+        let n_ctx_train = self.n_ctx_train();
         let s = |n_vocab, n_embd, n_layer, n_ff, n_head, n_head_kv, rope_base, tied_output| {
             LlamaShape {
                 n_vocab,
@@ -42,7 +54,7 @@ impl Preset {
                 n_ff,
                 n_head,
                 n_head_kv,
-                n_ctx_train: 8192,
+                n_ctx_train,
                 rope_base,
                 tied_output,
             }
@@ -126,4 +138,25 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         bytes.len()
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Preset;
+
+    /// Each preset's file says the context the real model was trained for, so long-context
+    /// benchmarks (`bench -d`) reach what the real model would.
+    #[test]
+    fn presets_carry_the_real_training_context() {
+        for (preset, ctx) in [
+            (Preset::Smollm2_135m, 8192),
+            (Preset::Llama32_1b, 131_072),
+            (Preset::Llama31_8b, 131_072),
+            (Preset::Qwen3_8b, 40_960),
+            (Preset::Qwen3_30bA3b, 40_960),
+            (Preset::Gemma3_270m, 32_768),
+        ] {
+            assert_eq!(preset.shape().1.n_ctx_train, ctx, "{preset:?}");
+        }
+    }
 }
