@@ -17,9 +17,11 @@ const WG_ATTN: u32 = 64;
 const WG_VEC: u32 = 128;
 /// Keys an octet of the vec kernel takes a step (KB in the kernel) over split walks with
 /// subgroups, but where [`split_keys`] takes 2 (1 without subgroups:
-/// [`VEC_SUMS_WITHOUT_SUBGROUPS`]), and the unit splits are cut in: the keys a step of 16
-/// octets of 4 takes (of 2: their own step of 32 keys).
+/// [`VEC_SUMS_WITHOUT_SUBGROUPS`]). Such walks are cut into splits of their own steps (64 or
+/// 32 keys).
 const VEC_KEYS: u32 = 4;
+/// Keys the other vec walks are cut in: four 16-key steps of the split walks without
+/// subgroups (and the unit the unsplit ones count their keys in).
 const VEC_STEP: u64 = 64;
 /// Caches past this many keys take 2 keys an octet over split walks ([`split_keys`]).
 const VEC_LONG_KV: u64 = 4096;
@@ -28,11 +30,12 @@ const VEC_LONG_KV: u64 = 4096;
 /// `n_kv` keys: 2 for heads of at most 64 values or past [`VEC_LONG_KV`] keys, else
 /// [`VEC_KEYS`]. Fewer keys a step hold fewer K/V loads a lane; the walk takes twice the steps
 /// and its splits are cut in its 32-key steps. On an H200, tg64 against 4 keys everywhere
-/// (one call): after 8,064 keys SmolLM2's shape 701 to 735 t/s, Llama 3.2 1B's 697 to 749,
-/// Llama 3.1 8B's 216.2 to 224.3; after 3,968 keys SmolLM2 725 to 785 and the 1B 848 to 875
-/// (heads of 64). The 8B's heads of 128 keep 4 keys there: 2 took it from 258.5 to 254.0,
-/// and `ops --large` over 4,096 keys from 24.0 to 29.8 µs (over 32,768: 175.5 to 140.4).
-/// Cutting the 4-key walks finer instead (128 splits over 8,064 keys) lost: 8B 218.6 to 209.9.
+/// (one call, 8,192-key caches): after 8,064 keys SmolLM2's shape 701 to 735 t/s, Llama 3.2
+/// 1B's 697 to 749, Llama 3.1 8B's 216.2 to 224.3; after 3,968 keys SmolLM2 725 to 785 and
+/// the 1B 848 to 875 (heads of 64); `ops --large` over 32,768 keys (8B shape) 175.5 to 140.4
+/// µs. In earlier calls the 8B's heads of 128 lost with 2 keys after 3,968 keys (tg64 258.5 to
+/// 254.0; `ops --large` over 4,096 keys 24.0 to 29.8 µs), so they keep 4 up to 4,096 keys; and
+/// cutting the 4-key walks finer instead (128 splits over 8,064 keys) lost: 8B 218.6 to 209.9.
 fn split_keys(d: u64, n_kv: u64) -> u32 {
     match d <= 64 || n_kv > VEC_LONG_KV {
         true => 2,
@@ -91,8 +94,9 @@ const VEC_MAX_OUT: u64 = 512;
 const VEC_SHORT_KV: u64 = 2048;
 /// Most query heads a vec workgroup takes.
 const VEC_MAX_HEADS: u64 = 8;
-/// Units of [`VEC_STEP`] keys a vec split takes at least, so its fixed costs (loading q,
-/// merging octets, writing its partial result) stay small beside its K/V reads.
+/// Steps of a split walk (of [`VEC_STEP`] keys without subgroups) a vec split takes at least,
+/// so its fixed costs (loading q, merging octets, writing its partial result) stay small
+/// beside its K/V reads.
 const VEC_MIN_STEPS: u64 = 2;
 /// Caches of at most this many keys run the vec kernel unsplit: one workgroup per head group
 /// walks the visible keys, and the combine dispatch and its scratch round trip go. A model
@@ -469,9 +473,10 @@ fn plan(
     // tg128 at ctx 640 of the SmolLM2, Llama 1B and 8B shapes from 731, 839, 280 t/s to 965,
     // 1,017, 328 (with subgroups: 996, 1,039, 345); its result rounded for the output
     // projection there too (Q8X): the 8B's 326 to 336. Split walks were measured with 4 keys an
-    // octet, before `VEC_SUMS_WITHOUT_SUBGROUPS` cut them to 1 (not measured since): after
-    // 3,968 keys from 596, 548, 171 to 708, 824, 255; 4,096 and 32,768 keys of the 8B from 97.8
-    // and 656-1,556 µs (two runs) to 35.1 and 224.
+    // octet: after 3,968 keys from 596, 548, 171 to 708, 824, 255. With 1 key
+    // (`VEC_SUMS_WITHOUT_SUBGROUPS`), another call: the 1B and 8B after 3,968 keys 804.6 and
+    // 254.8 (native 849.0, 258.5); 4,096 and 32,768 keys of the 8B 26.9 and 160.1 µs (native
+    // 24.1, 175.3; the old kernel 97.8 and 656-1,556).
     let subgroups = ctx.caps.subgroups
         && ctx.caps.subgroup_min_size >= 8
         && ctx.caps.subgroup_max_size <= WG_VEC;
@@ -642,12 +647,13 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             let (d, m) = ((64, 64), Some(DType::F16));
             keys.push(vec_key(k, v, m, true, d, o(4, false)));
             keys.push(vec_key(k, v, m, false, d, o(8, true)));
-            // Split walks of 2 keys an octet (`split_keys`).
-            let two = VecOpts {
+            // Split walks of 2 keys an octet (`split_keys`), heads of 64 and of 128.
+            let two = |heads| VecOpts {
                 keys: 2,
-                ..o(8, true)
+                ..o(heads, true)
             };
-            keys.push(vec_key(k, v, m, false, d, two));
+            keys.push(vec_key(k, v, m, false, d, two(8)));
+            keys.push(vec_key(k, v, m, false, (128, 128), two(4)));
             // Without subgroups as the planner shapes them: at most 4 sums a step.
             let sg_off = |heads, keys, split| VecOpts {
                 keys,
@@ -938,7 +944,7 @@ mod tests {
         assert_eq!(vec_shape(128, 640, 1024, 32768), (256, 2));
         assert_eq!(vec_shape(256, 640, 1024, 49152), (256, 2));
         assert_eq!(vec_shape(64, 640, 1024, 32768), (512, 1));
-        // Split walks keep 128 lanes of 4 keys.
+        // Split walks take 128 lanes, of 4 keys for heads over 64 up to 4,096 keys.
         assert_eq!(vec_shape(128, 4096, 1024, 49152), (128, 4));
     }
 
@@ -1014,6 +1020,18 @@ mod tests {
         assert_eq!(splits(4096), 32);
         assert_eq!(splits(8064), 126);
         assert_eq!(splits(32768), 128);
+        // Without subgroups (16-key steps) they are cut in VEC_STEP units, two at least.
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, [128, 1, 32, 1]).unwrap();
+        let k = g.input("k", DType::F16, [128, 8064, 8, 1]).unwrap();
+        let m = g.input("m", DType::F16, [8064, 1, 1, 1]).unwrap();
+        let a = g
+            .flash_attn_ext(q, k, k, Some(m), None, 0.088, 0.0, 0.0)
+            .unwrap();
+        let mut caps = super::super::matmul::tests::caps(false, 32, 49152);
+        caps.subgroups = false;
+        let p = super::super::plan_node(&g, a, &caps).unwrap();
+        assert_eq!(p[0].op_words[9], 63);
     }
 
     #[test]

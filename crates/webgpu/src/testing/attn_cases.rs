@@ -2,9 +2,9 @@
 //!
 //! Attention reads K/V as a view of a cache `[d·n_head_kv, n_ctx, batch]` one row in (a strided,
 //! offset view, as a model's KV cache), with decode (n_q = 1, 2, 8: the vec kernel, GQA 1:1 to
-//! 8:1, key counts off its 64-key steps) and prefill (7, 33) shapes, masks with -inf (causal,
-//! random, runs, a sliding window, a masked cache tail, a fully masked row), sinks, logit
-//! softcap and ALiBi.
+//! 8:1, key counts off its 32- and 64-key steps) and prefill (7, 33) shapes, masks with -inf
+//! (causal, random, runs, a sliding window, a masked cache tail, a fully masked row), sinks,
+//! logit softcap and ALiBi.
 //!
 //! Tolerance: the CPU reference decodes the same f16/bf16/q8_0/q4_0 bytes to the same f32 values,
 //! so every K/V dtype is plain f32 math on both sides; what differs is the summation order of the
@@ -311,6 +311,18 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             n_head_kv: 2,
             kv: DType::F16,
             mask: prefix16,
+            scale: 0.088,
+            ..BASE
+        },
+        // Past 4,096 keys heads of 128 take 2 keys an octet too (`split_keys`), every key seen.
+        Spec {
+            d: 128,
+            dv: 128,
+            n_kv: 4200,
+            n_head: 8,
+            n_head_kv: 2,
+            kv: DType::F16,
+            mask: causal16,
             scale: 0.088,
             ..BASE
         },

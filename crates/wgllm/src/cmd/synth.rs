@@ -149,9 +149,11 @@ mod tests {
     #[test]
     fn presets_carry_the_real_training_context() {
         for (preset, ctx) in [
+            (Preset::Tiny, 8192),
             (Preset::Smollm2_135m, 8192),
             (Preset::Llama32_1b, 131_072),
             (Preset::Llama31_8b, 131_072),
+            (Preset::Qwen3_0_6b, 40_960),
             (Preset::Qwen3_8b, 40_960),
             (Preset::Qwen3_30bA3b, 40_960),
             (Preset::Gemma3_270m, 32_768),
