@@ -955,13 +955,15 @@ mod tests {
         vec_plan_heads((128, 32, 8), n_kv, subgroups, wg_bytes)
     }
 
-    /// `vec_plan` for heads of `d` and `n_head` query heads over `n_head_kv` K/V heads.
-    fn vec_plan_heads(
+    /// The dispatches of one decode query of `n_head` heads of `d` over `n_head_kv` K/V heads
+    /// and `n_kv` keys (f16 cache, a mask), with or without `subgroups`, on a device with
+    /// `wg_bytes` of workgroup memory.
+    fn decode_plan(
         (d, n_head, n_head_kv): (u64, u64, u64),
         n_kv: u64,
         subgroups: bool,
         wg_bytes: u32,
-    ) -> ((u32, u32, u32, bool), usize) {
+    ) -> Vec<crate::ops::Dispatch> {
         let mut g = Graph::new();
         let q = g.input("q", DType::F32, [d, 1, n_head, 1]).unwrap();
         let k = g.input("k", DType::F16, [d, n_kv, n_head_kv, 1]).unwrap();
@@ -972,7 +974,17 @@ mod tests {
         let mut caps = super::super::matmul::tests::caps(false, 32, wg_bytes);
         caps.subgroups = subgroups;
         caps.limits.max_compute_invocations_per_workgroup = 1024;
-        let p = super::super::plan_node(&g, a, &caps).unwrap();
+        super::super::plan_node(&g, a, &caps).unwrap()
+    }
+
+    /// `vec_plan` for heads of `d` and `n_head` query heads over `n_head_kv` K/V heads.
+    fn vec_plan_heads(
+        heads: (u64, u64, u64),
+        n_kv: u64,
+        subgroups: bool,
+        wg_bytes: u32,
+    ) -> ((u32, u32, u32, bool), usize) {
+        let p = decode_plan(heads, n_kv, subgroups, wg_bytes);
         match p[0].key.kernel {
             Kernel::FlashAttnVec {
                 heads,
@@ -1008,30 +1020,21 @@ mod tests {
         assert_eq!(mqa(false), ((128, 4, 1, false), 2));
     }
 
-    /// The splits of Llama 8B's decode attention over `n_kv` keys (the partials' op word 9).
-    fn splits(n_kv: u64) -> u32 {
-        planned(n_kv)[0].op_words[9]
+    /// The splits of Llama 8B's decode attention over `n_kv` keys (the partials' op word 9),
+    /// with or without `subgroups`.
+    fn splits(n_kv: u64, subgroups: bool) -> u32 {
+        decode_plan((128, 32, 8), n_kv, subgroups, 49152)[0].op_words[9]
     }
 
     /// Split walks are cut in their own steps: 64 keys with 4 keys an octet, 32 with 2, at
     /// least two steps a split and at most SPLIT_TARGET_GROUPS workgroups (8 head groups).
     #[test]
     fn split_walks_are_cut_in_their_own_steps() {
-        assert_eq!(splits(4096), 32);
-        assert_eq!(splits(8064), 126);
-        assert_eq!(splits(32768), 128);
+        assert_eq!(splits(4096, true), 32);
+        assert_eq!(splits(8064, true), 126);
+        assert_eq!(splits(32768, true), 128);
         // Without subgroups (16-key steps) they are cut in VEC_STEP units, two at least.
-        let mut g = Graph::new();
-        let q = g.input("q", DType::F32, [128, 1, 32, 1]).unwrap();
-        let k = g.input("k", DType::F16, [128, 8064, 8, 1]).unwrap();
-        let m = g.input("m", DType::F16, [8064, 1, 1, 1]).unwrap();
-        let a = g
-            .flash_attn_ext(q, k, k, Some(m), None, 0.088, 0.0, 0.0)
-            .unwrap();
-        let mut caps = super::super::matmul::tests::caps(false, 32, 49152);
-        caps.subgroups = false;
-        let p = super::super::plan_node(&g, a, &caps).unwrap();
-        assert_eq!(p[0].op_words[9], 63);
+        assert_eq!(splits(8064, false), 63);
     }
 
     #[test]

@@ -70,6 +70,17 @@ struct Spec {
     nan_hidden: bool,
 }
 
+/// Llama 8B's decode heads in small: 8 query heads of 128 over 2 K/V heads, an f16 cache.
+const GQA128: Spec = Spec {
+    d: 128,
+    dv: 128,
+    n_head: 8,
+    n_head_kv: 2,
+    kv: DType::F16,
+    scale: 0.088,
+    ..BASE
+};
+
 const BASE: Spec = Spec {
     d: 64,
     dv: 64,
@@ -194,15 +205,9 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
     let specs = [
         // Decode as GQA models run it: the query heads of a K/V head in one workgroup.
         Spec {
-            d: 128,
-            dv: 128,
             n_kv: 1000,
-            n_head: 8,
-            n_head_kv: 2,
-            kv: DType::F16,
             mask: runs32_dead,
-            scale: 0.088,
-            ..BASE
+            ..GQA128
         },
         Spec {
             n_kv: 333,
@@ -256,15 +261,9 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
         },
         // Early decode over a long cache, the tail masked (most splits and steps see no key).
         Spec {
-            d: 128,
-            dv: 128,
             n_kv: 640,
-            n_head: 8,
-            n_head_kv: 2,
-            kv: DType::F16,
             mask: tail16,
-            scale: 0.088,
-            ..BASE
+            ..GQA128
         },
         // A mask row per head with ALiBi, 8 heads a workgroup (past 2,048 keys): the vec
         // kernel's mask chunks are 128 keys, so these take several (all visible in some; none
@@ -304,27 +303,15 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
         },
         // A cache past 2,048 keys: vec workgroups of 4 heads of 128 (2 below), split.
         Spec {
-            d: 128,
-            dv: 128,
             n_kv: 2500,
-            n_head: 8,
-            n_head_kv: 2,
-            kv: DType::F16,
             mask: prefix16,
-            scale: 0.088,
-            ..BASE
+            ..GQA128
         },
         // Past 4,096 keys heads of 128 take 2 keys an octet too (`split_keys`), every key seen.
         Spec {
-            d: 128,
-            dv: 128,
             n_kv: 4200,
-            n_head: 8,
-            n_head_kv: 2,
-            kv: DType::F16,
             mask: causal16,
-            scale: 0.088,
-            ..BASE
+            ..GQA128
         },
         // Long decode: split-K over the keys, most splits fully masked.
         Spec {
@@ -362,15 +349,9 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             ..BASE
         },
         Spec {
-            d: 128,
-            dv: 128,
             n_kv: 257,
-            n_head: 8,
-            n_head_kv: 2,
-            kv: DType::F16,
             mask: causal16,
-            scale: 0.088,
-            ..BASE
+            ..GQA128
         },
         Spec {
             n_kv: 600,
