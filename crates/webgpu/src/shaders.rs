@@ -516,6 +516,8 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         key.kernel,
         Kernel::MulMatCoop { .. } | Kernel::FlashAttnCoop { .. }
     );
+    let coop_f16_weights =
+        matches!(key.kernel, Kernel::MulMatCoop { .. }) && key.dtypes[0] == DType::F16;
     if coop || key.dtypes.contains(&DType::F16) && (!mat_vec || f16_caches) {
         head.push_str("enable f16;\n\n");
     }
@@ -549,6 +551,10 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         }
         if wv4 && weight {
             elem = "vec4<u32>";
+        }
+        // mul_mat_coop.wgsl loads f16 weights as they are (`matmul::coop_reads`).
+        if coop_f16_weights && k == 0 {
+            elem = "vec4<f16>";
         }
         if mat_vec && k == 1 || vec_norm_slot(&key.kernel) == Some(k) || act_quant {
             elem = "vec4<f32>";
@@ -992,7 +998,8 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     if rope {
         text.push_str(ROPE_ANGLE);
     }
-    if mat_vec {
+    // The part decoders (read through words) for all but the coop kernel's f16 weights.
+    if mat_vec && !coop_f16_weights {
         text.push_str(QUANT_UNIT);
         text.push_str(QUANT_PART);
     }

@@ -938,12 +938,32 @@ pub(crate) fn coop_f16(c: &Capabilities) -> bool {
         && (c.subgroup_min_size, c.subgroup_max_size) == (32, 32)
 }
 
-/// The tile (rows, columns) `mul_mat_coop.wgsl` runs a product of `m` rows of `k` weights, `n`
-/// columns and `batches` into `dst` with, or `None` for the tiled kernel: [`coop_f16`], the
-/// workgroup memory, the rows are not empty and dst's rows are contiguous.
-fn coop_tile(ctx: &Ctx, dst: &Operand, [k, m, n, batches]: [u64; 4]) -> Option<(u32, u32)> {
+/// Whether `mul_mat_coop.wgsl` reads the weights `a`: it binds f16 weights as vec4<f16> (a
+/// part's 8 values are two 8-byte loads, stored to workgroup memory as they are), so their rows
+/// must start on 8-byte boundaries, within their bindings too; other formats are read as words.
+/// f16 weights that are not take the tiled kernel.
+fn coop_reads(ctx: &Ctx, a: &Operand) -> bool {
+    let l = &a.layout;
+    let eight = |x: u64| x.is_multiple_of(8);
+    a.dtype != DType::F16
+        || eight(l.offset)
+            && (1..4).all(|d| l.ne[d] == 1 || eight(l.nb[d]))
+            && eight(u64::from(
+                ctx.caps.limits.min_storage_buffer_offset_alignment,
+            ))
+}
+
+/// The tile (rows, columns) `mul_mat_coop.wgsl` runs a product of weights `a` (`m` rows of `k`),
+/// `n` columns and `batches` into `dst` with, or `None` for the tiled kernel: [`coop_f16`],
+/// [`coop_reads`], the workgroup memory, the rows are not empty and dst's rows are contiguous.
+fn coop_tile(
+    ctx: &Ctx,
+    a: &Operand,
+    dst: &Operand,
+    [k, m, n, batches]: [u64; 4],
+) -> Option<(u32, u32)> {
     let c = ctx.caps;
-    let ok = coop_f16(c) && k > 0 && n >= COOP_MIN_N && dst.layout.nb[0] == 4;
+    let ok = coop_f16(c) && coop_reads(ctx, a) && k > 0 && n >= COOP_MIN_N && dst.layout.nb[0] == 4;
     let bm = COOP_BM;
     let wide = m.div_ceil(u64::from(bm)) * n.div_ceil(128) * batches >= COOP_WIDE_TILES;
     let fits = |bn: u32| coop_storage(bm, bn) <= c.limits.max_compute_workgroup_storage_size;
@@ -955,16 +975,16 @@ fn coop_tile(ctx: &Ctx, dst: &Operand, [k, m, n, batches]: [u64; 4]) -> Option<(
 }
 
 /// The kernel mul_mat_id's routed columns run on (`moe::mul_mat_id_tiled`) and its tile
-/// (rows, columns): `mul_mat_coop.wgsl`'s 128 × 64 where [`coop_f16`] and the workgroup memory
-/// allow (a 512-token prefill of Qwen3-30B-A3B routes 32 columns to each of 128 experts on
-/// average), else `mul_mat_tiled.wgsl`'s 64 × 64.
-pub(super) fn id_tile(ctx: &Ctx, a: DType) -> (PipelineKey, u64, u64) {
+/// (rows, columns): `mul_mat_coop.wgsl`'s 128 × 64 where [`coop_f16`], [`coop_reads`] and the
+/// workgroup memory allow (a 512-token prefill of Qwen3-30B-A3B routes 32 columns to each of
+/// 128 experts on average), else `mul_mat_tiled.wgsl`'s 64 × 64.
+pub(super) fn id_tile(ctx: &Ctx, a: &Operand) -> (PipelineKey, u64, u64) {
     let c = ctx.caps;
     // The routed coop kernel holds one more word: its bucket's column count.
     let fits = coop_storage(COOP_BM, 64) + 4 <= c.limits.max_compute_workgroup_storage_size;
-    match coop_f16(c) && fits {
-        true => (coop_key(a, COOP_BM, 64, true), u64::from(COOP_BM), 64),
-        false => (tiled_key(a, 64, true), 64, 64),
+    match coop_f16(c) && coop_reads(ctx, a) && fits {
+        true => (coop_key(a.dtype, COOP_BM, 64, true), u64::from(COOP_BM), 64),
+        false => (tiled_key(a.dtype, 64, true), 64, 64),
     }
 }
 
@@ -973,7 +993,7 @@ pub(super) fn id_tile(ctx: &Ctx, a: DType) -> (PipelineKey, u64, u64) {
 /// where [`coop_tile`] allows.
 fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
-    let (key, bm, bn) = match coop_tile(ctx, dst, [ea[0], ea[1], eb[1], eb[2] * eb[3]]) {
+    let (key, bm, bn) = match coop_tile(ctx, a, dst, [ea[0], ea[1], eb[1], eb[2] * eb[3]]) {
         Some((bm, bn)) => (
             coop_key(a.dtype, bm, bn, false),
             u64::from(bm),

@@ -122,7 +122,7 @@ fn mul_mat_id_tiled(ctx: &Ctx) -> Result<Option<Vec<Dispatch>>> {
         items: ctx.items(cols)?,
         groups: ctx.grid(buckets, 1)?,
     };
-    let (key, bm, bn) = super::matmul::id_tile(ctx, a.dtype);
+    let (key, bm, bn) = super::matmul::id_tile(ctx, &a);
     let (tiles_m, tiles_n) = (ea[1].div_ceil(bm), ed[2].div_ceil(bn));
     let product = Dispatch {
         key,

@@ -107,6 +107,43 @@ fn q4_k_int8_weights_bind_as_vec4s_when_aligned() {
     assert!(!wv4(DType::Q4_0, 256, 0));
 }
 
+/// `mul_mat_coop.wgsl` binds f16 weights as vec4<f16>: views whose rows start on 8-byte
+/// boundaries take it, one 4 bytes in (a 2-value column offset) takes the tiled kernel; q4_0,
+/// read as words, takes it at any 2-byte offset.
+#[test]
+fn coop_f16_weights_need_rows_on_8_bytes() {
+    let kernel = |dtype: DType, col_offset: u64| {
+        let mut g = Graph::new();
+        let k = 64;
+        let row = dtype.row_bytes(k).unwrap();
+        let bytes = Bytes::from(vec![0u8; row as usize * 201]);
+        let w = g.weight("w", dtype, [k, 201, 1, 1], bytes).unwrap();
+        let nb = g.node(w).layout.nb;
+        let w = g.view(w, [32, 200, 1, 1], nb, col_offset).unwrap();
+        let x = g.input("x", DType::F32, [32, 33, 1, 1]).unwrap();
+        let r = g.mul_mat(w, x).unwrap();
+        let d = super::super::plan_node(&g, r, &caps(true, 32, 49152)).unwrap();
+        d[0].key.kernel
+    };
+    let coop = Kernel::MulMatCoop { bn: 64, id: false };
+    let tiled = Kernel::MulMatTiled { bm: 64, id: false };
+    // f16 rows of 128 bytes: 0, 8 and 64 bytes in stay on 8 bytes; 4 and 68 do not.
+    for (offset, want) in [
+        (0, &coop),
+        (8, &coop),
+        (64, &coop),
+        (4, &tiled),
+        (68, &tiled),
+    ] {
+        assert_eq!(
+            &kernel(DType::F16, offset),
+            want,
+            "f16 view {offset} bytes in"
+        );
+    }
+    assert_eq!(kernel(DType::Q4_0, 0), coop);
+}
+
 #[test]
 fn mat_vec_reductions_fit_the_default_workgroup_memory() {
     let mut seen = 0;
