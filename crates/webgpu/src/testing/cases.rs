@@ -676,6 +676,21 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
             Ok(b)
         }));
     }
+    // The coop product loads f16 weights as vec4<f16>: a view 8 bytes into its weight takes
+    // it at an offset, one 4 bytes in takes the tiled kernel (`matmul::coop_reads`).
+    for offset in [4u64, 8] {
+        let name = format!("MUL_MAT f16 (a view {offset} bytes in) x f32 k=128 m=130 n=33");
+        out.push(case("MUL_MAT", name, MATMUL, move |g, rng| {
+            let mut b = Built::default();
+            let a = weight(g, rng, DType::F16, [136, 130, 1, 1])?;
+            let nb = g.node(a).layout.nb;
+            let a = g.view(a, [128, 130, 1, 1], nb, offset)?;
+            let x = input(g, rng, &mut b, DType::F32, [128, 33, 1, 1], -1.0, 1.0)?;
+            let r = g.mul_mat(a, x)?;
+            g.mark_output(r)?;
+            Ok(b)
+        }));
+    }
     // Many rows: the mat-vec groups up to 4 rows per workgroup (a partial last group here);
     // rows of more than 256 units take 256 lanes.
     for wt in [
