@@ -922,6 +922,31 @@ mod tests {
         assert!(p.dispatches.iter().all(|d| d.ns > 0.0));
     }
 
+    /// A span-timed rerun uses the inputs the last run wrote: after runs on other inputs, it
+    /// computes what a run on those gives, and a span run on new inputs replaces them.
+    #[test]
+    fn span_reruns_compute_on_the_inputs_left_on_the_device() {
+        let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        let (g, x, y) = graph();
+        let (xb, other) = (x_bytes(), vec![0x3f; 64 * 3 * 4]);
+        let mut exe = gpu.compile_webgpu(&g).unwrap();
+        let result = |exe: &mut crate::WebGpuExecutable, x_in: &[u8]| {
+            exe.run(&[(x, x_in)]).unwrap();
+            exe.read(y).unwrap()
+        };
+        let (want, want_other) = (result(&mut exe, &xb), result(&mut exe, &other));
+        assert_ne!(want, want_other);
+        exe.run_span(&[(x, &xb)]).unwrap();
+        for _ in 0..2 {
+            let p = exe.rerun_span().unwrap();
+            assert!(p.span_ns >= 0.0 && p.span_ns.is_finite());
+            assert_eq!(exe.read(y).unwrap(), want);
+        }
+        exe.run_span(&[(x, &other)]).unwrap();
+        exe.rerun_span().unwrap();
+        assert_eq!(exe.read(y).unwrap(), want_other);
+    }
+
     /// A run whose ticket is dropped unfinished (a step queued ahead of a generation that an
     /// error ended) gives its staging buffer back on the next submit: a loop of such runs keeps
     /// one run in flight and one buffer, and finishing still reads the right run.
