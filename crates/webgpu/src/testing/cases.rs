@@ -661,35 +661,27 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
             }));
         }
     }
-    // q4_K's int8 jobs read 16-byte aligned rows as vec4s, others word by word: a view 8
-    // bytes into its weight takes the word path.
-    for offset in [0u64, 8] {
-        let name = format!("MUL_MAT q4_K (a view {offset} bytes in) x f32 k=512 m=9 n=2");
-        out.push(case("MUL_MAT", name, MATMUL, move |g, rng| {
-            let mut b = Built::default();
-            let a = weight(g, rng, DType::Q4_K, [512, 10, 1, 1])?;
-            let nb = g.node(a).layout.nb;
-            let a = g.view(a, [512, 9, 1, 1], nb, offset)?;
-            let x = input(g, rng, &mut b, DType::F32, [512, 2, 1, 1], -1.0, 1.0)?;
-            let r = g.mul_mat(a, x)?;
-            g.mark_output(r)?;
-            Ok(b)
-        }));
-    }
-    // The coop product loads f16 weights as vec4<f16>: a view 8 bytes into its weight takes
-    // it at an offset, one 4 bytes in takes the tiled kernel (`matmul::coop_reads`).
-    for offset in [4u64, 8] {
-        let name = format!("MUL_MAT f16 (a view {offset} bytes in) x f32 k=128 m=130 n=33");
-        out.push(case("MUL_MAT", name, MATMUL, move |g, rng| {
-            let mut b = Built::default();
-            let a = weight(g, rng, DType::F16, [136, 130, 1, 1])?;
-            let nb = g.node(a).layout.nb;
-            let a = g.view(a, [128, 130, 1, 1], nb, offset)?;
-            let x = input(g, rng, &mut b, DType::F32, [128, 33, 1, 1], -1.0, 1.0)?;
-            let r = g.mul_mat(a, x)?;
-            g.mark_output(r)?;
-            Ok(b)
-        }));
+    // Weight views: q4_K's int8 jobs read 16-byte aligned rows as vec4s, others word by word
+    // (a view 8 bytes in takes the word path); the coop product loads f16 weights as
+    // vec4<f16>, so a view 8 bytes in takes it at an offset and one 4 bytes in the tiled
+    // kernel (`matmul::coop_reads`). (dtype, k, the weight's row, m, n, offsets)
+    for (wt, k, row, m, n, offsets) in [
+        (DType::Q4_K, 512, 512, 9, 2, [0u64, 8]),
+        (DType::F16, 128, 136, 130, 33, [4, 8]),
+    ] {
+        for offset in offsets {
+            let name = format!("MUL_MAT {wt} (a view {offset} bytes in) x f32 k={k} m={m} n={n}");
+            out.push(case("MUL_MAT", name, MATMUL, move |g, rng| {
+                let mut b = Built::default();
+                let a = weight(g, rng, wt, [row, m + 1, 1, 1])?;
+                let nb = g.node(a).layout.nb;
+                let a = g.view(a, [k, m, 1, 1], nb, offset)?;
+                let x = input(g, rng, &mut b, DType::F32, [k, n, 1, 1], -1.0, 1.0)?;
+                let r = g.mul_mat(a, x)?;
+                g.mark_output(r)?;
+                Ok(b)
+            }));
+        }
     }
     // Many rows: the mat-vec groups up to 4 rows per workgroup (a partial last group here);
     // rows of more than 256 units take 256 lanes.
