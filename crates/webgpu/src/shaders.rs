@@ -102,7 +102,7 @@ pub enum Kernel {
     MulMatTiled { bm: u32, id: bool },
     /// `mul_mat_coop.wgsl` with `quant_unit.wgsl`: cooperative matrices (f16 operands, f32
     /// accumulation), `wg` × `bn` output tiles (a weight row per invocation), bindings as for
-    /// `MulMatVec`; `id` as for `MulMatTiled`.
+    /// `MulMatVec` but for f16 weights (vec4<f16>, no decoder); `id` as for `MulMatTiled`.
     MulMatCoop { bn: u32, id: bool },
     /// `mul_mat_split.wgsl`: the sum of a `MulMatCoop` product's splits along k (f32 slices
     /// in src0) into dst.
@@ -504,7 +504,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     let q8x = matches!(key.kernel, Kernel::MulMatVec { q8x: true, .. });
     let wv4 = matches!(key.kernel, Kernel::MulMatVec { wv4: true, .. });
     // The unit-decoding matmuls read f16 weights as words: they need no SHADER_F16 (but for
-    // the f16 KV caches the attention input mat-vec stores into).
+    // the f16 KV caches the attention input mat-vec stores into, and the coop kernels).
     let f16_caches = matches!(
         key.kernel,
         Kernel::MulMatVec {

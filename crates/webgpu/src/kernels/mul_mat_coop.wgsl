@@ -29,8 +29,8 @@
 // src1 is bound as vec4s (offset and column stride whole vec4s; the planner checks). f16
 // weights are bound as vec4<f16> (rows on 8-byte boundaries; the planner checks): a part is two
 // 8-byte loads stored as they are. Bound as words, each of their values was converted to f32
-// and back, and on an H200 f16 products took 13-29% longer (4096 × 14336 × 512: 371 instead
-// of 324 µs; 4096³: 827 instead of 642).
+// and back, and on an H200 f16 products took 13-15% longer (4096 × 4096 × 512: 127 instead
+// of 113 µs; 4096 × 14336 × 512: 371 instead of 324).
 // Split k: with op_u(7) = S > 1 splits (a single batch, K / 32 a multiple of S), workgroup z
 // is split s, which sums steps s K / (32 S) .. of K / (32 S) into dst's slice s (dst is then
 // f32 scratch [M, N, S]; `mul_mat_split.wgsl` adds the slices into the result). Products of

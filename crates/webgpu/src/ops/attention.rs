@@ -315,18 +315,12 @@ fn combine_key(sinks: bool, dv: u32) -> PipelineKey {
 /// Whether the vec kernel can read `o` (a K or V view of head size `n`): float rows are read
 /// as 16-byte words, so each must start on one and be whole ones; block rows are read by byte.
 fn vec_reads(ctx: &Ctx, o: &Operand, n: u64) -> bool {
-    let l = &o.layout;
-    let align16 = |x: u64| x.is_multiple_of(16);
     let words = match o.dtype {
         DType::F32 | DType::F16 | DType::BF16 => {
             let size = o.dtype.type_size() as u64;
-            l.nb[0] == size
-                && align16(n * size)
-                && align16(l.offset)
-                && (1..4).all(|d| l.ne[d] == 1 || align16(l.nb[d]))
-                && align16(u64::from(
-                    ctx.caps.limits.min_storage_buffer_offset_alignment,
-                ))
+            o.layout.nb[0] == size
+                && (n * size).is_multiple_of(16)
+                && super::rows_on(ctx, &o.layout, 16)
         }
         _ => true,
     };

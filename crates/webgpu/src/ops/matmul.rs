@@ -164,20 +164,10 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
 /// words.
 pub(super) fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
     let (la, lb) = (&a.layout, &b.layout);
-    let align16 = |x: u64| x.is_multiple_of(16);
-    let f32_ok = b.dtype == DType::F32
-        && lb.nb[0] == 4
-        && align16(lb.offset)
-        && (1..4).all(|d| lb.ne[d] == 1 || align16(lb.nb[d]))
-        && align16(u64::from(
-            ctx.caps.limits.min_storage_buffer_offset_alignment,
-        ));
-    let words = |x: u64| x.is_multiple_of(4);
+    let f32_ok = b.dtype == DType::F32 && lb.nb[0] == 4 && super::rows_on(ctx, lb, 16);
     let weight_ok = match a.dtype {
         DType::F32 => la.nb[0] == 4,
-        DType::F16 | DType::BF16 => {
-            la.nb[0] == 2 && words(la.offset) && (1..4).all(|d| la.ne[d] == 1 || words(la.nb[d]))
-        }
+        DType::F16 | DType::BF16 => la.nb[0] == 2 && super::rows_on(ctx, la, 4),
         d => QUANTS.contains(&d),
     };
     f32_ok && weight_ok && la.ne[0].is_multiple_of(32)
@@ -366,12 +356,9 @@ fn bind_weights(ctx: &Ctx, mut key: PipelineKey, operands: &[Operand]) -> Pipeli
             .iter()
             .all(|&k| root(&operands[k]).is_none_or(|r| !weights.contains(&Some(r))));
     set(&mut key, ok && mask != 0);
-    let align16 = |o: &Operand| {
-        let l = &o.layout;
-        l.offset.is_multiple_of(16) && (1..4).all(|d| l.ne[d] == 1 || l.nb[d].is_multiple_of(16))
-    };
-    let aligned = ro.iter().all(|&k| align16(&operands[k]))
-        && u64::from(ctx.caps.limits.min_storage_buffer_offset_alignment).is_multiple_of(16);
+    let aligned = ro
+        .iter()
+        .all(|&k| super::rows_on(ctx, &operands[k].layout, 16));
     if let Kernel::MulMatVec {
         q8x: true,
         ro_weights: true,
@@ -943,14 +930,7 @@ pub(crate) fn coop_f16(c: &Capabilities) -> bool {
 /// must start on 8-byte boundaries, within their bindings too; other formats are read as words.
 /// f16 weights that are not take the tiled kernel.
 fn coop_reads(ctx: &Ctx, a: &Operand) -> bool {
-    let l = &a.layout;
-    let eight = |x: u64| x.is_multiple_of(8);
-    a.dtype != DType::F16
-        || eight(l.offset)
-            && (1..4).all(|d| l.ne[d] == 1 || eight(l.nb[d]))
-            && eight(u64::from(
-                ctx.caps.limits.min_storage_buffer_offset_alignment,
-            ))
+    a.dtype != DType::F16 || super::rows_on(ctx, &a.layout, 8)
 }
 
 /// The tile (rows, columns) `mul_mat_coop.wgsl` runs a product of weights `a` (`m` rows of `k`),

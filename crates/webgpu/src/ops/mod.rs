@@ -339,6 +339,16 @@ fn validate(ctx: &Ctx, dispatches: &[Dispatch]) -> Result<()> {
     Ok(())
 }
 
+/// Whether the rows of `l` (its offset, and its strides over every dimension past the first
+/// with more than one element) start on multiples of `n` bytes within their bindings too:
+/// bindings start at an offset rounded down to the storage offset alignment (the arena places
+/// tensors on it as well), so that alignment must be a multiple of `n`.
+pub(super) fn rows_on(ctx: &Ctx, l: &Layout, n: u64) -> bool {
+    l.offset.is_multiple_of(n)
+        && (1..4).all(|d| l.ne[d] == 1 || l.nb[d].is_multiple_of(n))
+        && u64::from(ctx.caps.limits.min_storage_buffer_offset_alignment).is_multiple_of(n)
+}
+
 /// Checks that an operand can be bound: a WGSL element type, offsets and strides in whole
 /// units, contiguous blocks for quantized data, and a window within the device's binding limit.
 fn check_operand(ctx: &Ctx, o: &Operand) -> Result<()> {

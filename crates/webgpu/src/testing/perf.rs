@@ -4,9 +4,9 @@
 //! On a WebGPU device with TIMESTAMP_QUERY ([`time_case_webgpu`]) a run's time is the GPU time
 //! from its first dispatch's start to its last one's end, read from timestamp queries
 //! ([`crate::profile`]), averaged over `reps` runs; the inputs are uploaded once, before the
-//! first. Otherwise ([`time_case`]) it is timed on the
-//! host around `reps` back-to-back runs followed by one read of the first output (the read waits
-//! for the queue, so the GPU work is inside the timed region; one extra readback is included).
+//! first. Otherwise ([`time_case`]) it is timed on the host around `reps` back-to-back runs
+//! followed by one read of the first output (the read waits for the queue, so the GPU work is
+//! inside the timed region; one extra readback is included).
 //! Bytes are those of the graph's leaves and outputs — what a kernel must read and write at
 //! least — so GB/s is a lower bound on achieved bandwidth. FLOPs are counted for matrix products
 //! and attention only.

@@ -108,18 +108,21 @@ fn q4_k_int8_weights_bind_as_vec4s_when_aligned() {
 }
 
 /// `mul_mat_coop.wgsl` binds f16 weights as vec4<f16>: views whose rows start on 8-byte
-/// boundaries take it, one 4 bytes in (a 2-value column offset) takes the tiled kernel; q4_0,
-/// read as words, takes it at any 2-byte offset.
+/// boundaries take it, views 4 bytes in (a 2-value column offset) or with rows 68 bytes apart
+/// take the tiled kernel; q4_0, read as words, takes it at a 2-byte offset (one block in).
+/// (`coop_reads`' storage-alignment term cannot decide alone: the f32 activations already
+/// need a multiple of 16.)
 #[test]
 fn coop_f16_weights_need_rows_on_8_bytes() {
-    let kernel = |dtype: DType, col_offset: u64| {
+    let kernel = |dtype: DType, col_offset: u64, row_stride: Option<u64>| {
         let mut g = Graph::new();
         let k = 64;
         let row = dtype.row_bytes(k).unwrap();
         let bytes = Bytes::from(vec![0u8; row as usize * 201]);
         let w = g.weight("w", dtype, [k, 201, 1, 1], bytes).unwrap();
-        let nb = g.node(w).layout.nb;
-        let w = g.view(w, [32, 200, 1, 1], nb, col_offset).unwrap();
+        let mut nb = g.node(w).layout.nb;
+        nb[1] = row_stride.unwrap_or(nb[1]);
+        let w = g.view(w, [32, 180, 1, 1], nb, col_offset).unwrap();
         let x = g.input("x", DType::F32, [32, 33, 1, 1]).unwrap();
         let r = g.mul_mat(w, x).unwrap();
         let d = super::super::plan_node(&g, r, &caps(true, 32, 49152)).unwrap();
@@ -136,12 +139,15 @@ fn coop_f16_weights_need_rows_on_8_bytes() {
         (68, &tiled),
     ] {
         assert_eq!(
-            &kernel(DType::F16, offset),
+            &kernel(DType::F16, offset, None),
             want,
             "f16 view {offset} bytes in"
         );
     }
-    assert_eq!(kernel(DType::Q4_0, 0), coop);
+    assert_eq!(kernel(DType::F16, 0, Some(136)), coop);
+    assert_eq!(kernel(DType::F16, 0, Some(68)), tiled);
+    assert_eq!(kernel(DType::Q4_0, 0, None), coop);
+    assert_eq!(kernel(DType::Q4_0, 18, None), coop);
 }
 
 #[test]
