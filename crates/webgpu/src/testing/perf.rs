@@ -145,9 +145,6 @@ const WARM_UP_RUNS: usize = 10_000;
 /// (`benches/kernels.rs`) time.
 pub struct Timed {
     exe: WebGpuExecutable,
-    inputs: Vec<(TensorId, Vec<u8>)>,
-    /// Whether a run has written `inputs` to the device.
-    uploaded: bool,
     /// Bytes of the graph's leaves and outputs ([`bytes`]).
     pub bytes: u64,
     /// Matrix-product and attention FLOPs ([`flops`]).
@@ -155,17 +152,19 @@ pub struct Timed {
 }
 
 impl Timed {
-    /// Builds `case` from `seed`, compiles it on `backend` and writes its states.
+    /// Builds `case` from `seed`, compiles it on `backend`, writes its states and runs it once,
+    /// which uploads its inputs: the timed runs reuse them ([`WebGpuExecutable::rerun_span`]).
     pub fn new(backend: &WebGpuBackend, case: &Case, seed: u64) -> Result<Timed> {
         let (graph, built) = build(case, seed)?;
         let mut exe = backend.compile_webgpu(&graph)?;
         for (t, data) in &built.states {
             exe.write(*t, data)?;
         }
+        let inputs: Vec<(TensorId, &[u8])> =
+            built.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
+        exe.run_span(&inputs)?;
         Ok(Timed {
             exe,
-            inputs: built.inputs,
-            uploaded: false,
             bytes: bytes(&graph),
             flops: flops(&graph),
         })
@@ -184,21 +183,11 @@ impl Timed {
         Ok(())
     }
 
-    /// Seconds of `reps` runs, each timed on its span, summed. The first run of a `Timed`
-    /// uploads its inputs; later ones reuse them ([`WebGpuExecutable::rerun_span`]).
+    /// Seconds of `reps` runs on the uploaded inputs, each timed on its span, summed.
     pub fn seconds(&mut self, reps: usize) -> Result<f64> {
         let mut ns = 0.0;
         for _ in 0..reps {
-            let run = match self.uploaded {
-                true => self.exe.rerun_span()?,
-                false => {
-                    let inputs: Vec<(TensorId, &[u8])> =
-                        self.inputs.iter().map(|(t, d)| (*t, &d[..])).collect();
-                    self.exe.run_span(&inputs)?
-                }
-            };
-            self.uploaded = true;
-            ns += run.span_ns;
+            ns += self.exe.rerun_span()?.span_ns;
         }
         Ok(ns / 1e9)
     }
