@@ -572,17 +572,23 @@ impl WebGpuExecutable {
     /// that runs took 2-2.7 times as long, in whole passes of `wgllm ops --large` at a time
     /// (4096³ f16: 1,304-1,752 µs, against 642 in every pass with the inputs kept).
     pub fn rerun_span(&mut self) -> Result<RunProfile> {
+        let inputs = self.resident_inputs("rerun_span")?;
+        self.span_with(&[], &inputs)
+    }
+
+    /// The graph's inputs, for a rerun (`what`) on the values an earlier run wrote; an error
+    /// before any run wrote them.
+    fn resident_inputs(&self, what: &str) -> Result<Vec<TensorId>> {
         if !self.inputs_written {
-            return Err(Error::graph(
-                "rerun_span before any run wrote the graph's inputs",
-            ));
+            return Err(Error::graph(format!(
+                "{what} before any run wrote the graph's inputs"
+            )));
         }
-        let inputs: Vec<TensorId> = self
+        Ok(self
             .graph
             .ids()
             .filter(|&t| self.graph.node(t).op == Op::Input)
-            .collect();
-        self.span_with(&[], &inputs)
+            .collect())
     }
 
     /// [`Self::run_span`] writing `inputs`, the inputs `resident` left as they are.
@@ -636,12 +642,27 @@ impl WebGpuExecutable {
     /// Waits for the GPU, so it is native only. The query sets are made on the first call and
     /// reused.
     pub fn run_profiled(&mut self, inputs: &[(TensorId, &[u8])]) -> Result<RunProfile> {
+        self.profiled_with(inputs, &[])
+    }
+
+    /// [`Self::run_profiled`] on the inputs an earlier run wrote (as [`Self::rerun_span`]).
+    pub fn rerun_profiled(&mut self) -> Result<RunProfile> {
+        let inputs = self.resident_inputs("rerun_profiled")?;
+        self.profiled_with(&[], &inputs)
+    }
+
+    /// [`Self::run_profiled`] writing `inputs`, the inputs `resident` left as they are.
+    fn profiled_with(
+        &mut self,
+        inputs: &[(TensorId, &[u8])],
+        resident: &[TensorId],
+    ) -> Result<RunProfile> {
         if cfg!(target_arch = "wasm32") {
             return Err(Error::Device {
                 what: "profiling waits for the GPU, which a browser cannot do".into(),
             });
         }
-        self.write_inputs(inputs, &[])?;
+        self.write_inputs(inputs, resident)?;
         if !self.gpu.caps.timestamp_query {
             return self.run_host_timed();
         }
@@ -958,6 +979,22 @@ mod tests {
         exe.run_span(&[(x, &bytes(10.0))]).unwrap();
         exe.rerun_span().unwrap();
         assert_eq!(exe.read(out).unwrap(), bytes(23.0));
+        // Reruns timed dispatch by dispatch read the same inputs, one time each dispatch.
+        let p = exe.rerun_profiled().unwrap();
+        assert_eq!(p.dispatches.len(), exe.dispatch_count());
+        assert_eq!(exe.read(out).unwrap(), bytes(33.0));
+    }
+
+    #[test]
+    fn profiled_rerun_errs_before_any_input_write() {
+        let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        let (g, x, y) = graph();
+        let mut exe = gpu.compile_webgpu(&g).unwrap();
+        assert!(exe.rerun_profiled().is_err(), "no run has written x yet");
+        exe.run_profiled(&[(x, &x_bytes())]).unwrap();
+        let want = exe.read(y).unwrap();
+        exe.rerun_profiled().unwrap();
+        assert_eq!(exe.read(y).unwrap(), want);
     }
 
     /// A run whose ticket is dropped unfinished (a step queued ahead of a generation that an

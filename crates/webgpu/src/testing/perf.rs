@@ -16,7 +16,7 @@ use std::time::Instant;
 use wgllm_core::{Backend, Executable, Graph, Op, Result, TensorId};
 
 use super::{Built, Case, Rng};
-use crate::profile::Clock;
+use crate::profile::{families, Clock, FamilyTime};
 use crate::{WebGpuBackend, WebGpuExecutable};
 
 /// Timing of one case.
@@ -30,6 +30,9 @@ pub struct Perf {
     pub flops: u64,
     /// What measured `seconds`.
     pub clock: Clock,
+    /// With [`time_case_webgpu`]'s `by_family` and two dispatches or more: each kernel
+    /// family's own time a run (per-dispatch GPU timestamps), most expensive first.
+    pub families: Vec<FamilyTime>,
 }
 
 impl Perf {
@@ -132,6 +135,7 @@ pub fn time_case(backend: &dyn Backend, case: &Case, seed: u64, reps: usize) -> 
         bytes: bytes(&graph),
         flops: flops(&graph),
         clock: Clock::Host,
+        families: Vec::new(),
     })
 }
 
@@ -183,6 +187,20 @@ impl Timed {
         Ok(())
     }
 
+    /// Dispatches a run.
+    pub fn dispatch_count(&self) -> usize {
+        self.exe.dispatch_count()
+    }
+
+    /// Each kernel family's time a run over `reps` runs on the uploaded inputs with a GPU
+    /// timestamp before and after every dispatch ([`WebGpuExecutable::rerun_profiled`]).
+    pub fn families(&mut self, reps: usize) -> Result<Vec<FamilyTime>> {
+        let runs = (0..reps.max(1))
+            .map(|_| self.exe.rerun_profiled())
+            .collect::<Result<Vec<_>>>()?;
+        Ok(families(&runs))
+    }
+
     /// Seconds of `reps` runs on the uploaded inputs, each timed on its span, summed.
     pub fn seconds(&mut self, reps: usize) -> Result<f64> {
         let mut ns = 0.0;
@@ -194,13 +212,15 @@ impl Timed {
 }
 
 /// [`time_case`] with GPU timestamps when `backend`'s device has TIMESTAMP_QUERY: warm-up runs
-/// for [`WARM_UP`] of GPU time, then the mean GPU span of `reps` span-timed runs. Falls back to
-/// [`time_case`] without it.
+/// for [`WARM_UP`] of GPU time, then the mean GPU span of `reps` span-timed runs, and with
+/// `by_family` and two dispatches or more, each kernel family's own time over `reps` more
+/// runs timed dispatch by dispatch (`Perf::families`). Falls back to [`time_case`] without it.
 pub fn time_case_webgpu(
     backend: &WebGpuBackend,
     case: &Case,
     seed: u64,
     reps: usize,
+    by_family: bool,
 ) -> Result<Perf> {
     if !backend.capabilities().timestamp_query {
         return time_case(backend, case, seed, reps);
@@ -208,10 +228,46 @@ pub fn time_case_webgpu(
     let mut timed = Timed::new(backend, case, seed)?;
     timed.warm_up()?;
     let reps = reps.max(1);
+    let seconds = timed.seconds(reps)? / reps as f64;
+    let families = match by_family && timed.dispatch_count() >= 2 {
+        true => timed.families(reps)?,
+        false => Vec::new(),
+    };
     Ok(Perf {
-        seconds: timed.seconds(reps)? / reps as f64,
+        seconds,
         bytes: timed.bytes,
         flops: timed.flops,
         clock: Clock::GpuTimestamps,
+        families,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::WebGpuConfig;
+
+    /// A case of several dispatches (a split decode attention and its combine) gets one time
+    /// per kernel family, covering every dispatch, only when asked for.
+    #[test]
+    fn families_time_every_dispatch_of_a_case_when_asked() {
+        let backend = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        let case = super::super::cases()
+            .into_iter()
+            .filter(|c| c.name.starts_with("FLASH_ATTN_EXT"))
+            .find(|c| Timed::new(&backend, c, 1).is_ok_and(|t| t.dispatch_count() >= 2))
+            .expect("a FLASH case of two dispatches or more");
+        let dispatches = Timed::new(&backend, &case, 1).unwrap().dispatch_count();
+        let plain = time_case_webgpu(&backend, &case, 1, 2, false).unwrap();
+        assert!(plain.families.is_empty());
+        let p = time_case_webgpu(&backend, &case, 1, 2, true).unwrap();
+        if !backend.capabilities().timestamp_query {
+            assert!(p.families.is_empty(), "timed on the host: no families");
+            return;
+        }
+        assert!(p.families.len() >= 2, "{:?}", p.families);
+        let counted: f64 = p.families.iter().map(|f| f.dispatches).sum();
+        assert_eq!(counted, dispatches as f64);
+        assert!(p.families.iter().all(|f| f.ns > 0.0 && f.bytes > 0.0));
+    }
 }

@@ -27,7 +27,10 @@ pub struct Args {
     /// Llama-8B sizes, alone and streamed through 8 layers of distinct weights that no cache
     /// holds, f16 mat-mat at 4096³ and prefill sizes, decode attention over 4k/32k
     /// keys), each reported as GB/s and as a fraction of a 256 MiB copy's GB/s in the same run.
-    /// The mat-vec and attention shapes are first checked against the CPU reference.
+    /// The mat-vec and attention shapes are first checked against the CPU reference. With GPU
+    /// timestamps a case of two dispatches or more (a product and the rounding of its
+    /// activations, a split attention and its combine) is followed by a row per kernel family
+    /// (↳): its own time a run, timed dispatch by dispatch, and the GB/s of its operands.
     #[arg(long)]
     pub large: bool,
     /// Runs timed per case with --perf.
@@ -88,16 +91,18 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
             }
         };
         let perf = match (&r.outcome, args.perf) {
-            (Outcome::Pass { .. }, true) => match time(&opened, case, args.seed, args.reps) {
-                Ok(p) if p.flops > 0 => format!(
-                    " | {:.1} us, {:.3} GB/s, {:.3} GFLOP/s",
-                    p.seconds * 1e6,
-                    p.gbps(),
-                    p.gflops()
-                ),
-                Ok(p) => format!(" | {:.1} us, {:.3} GB/s", p.seconds * 1e6, p.gbps()),
-                Err(e) => format!(" | timing failed: {e}"),
-            },
+            (Outcome::Pass { .. }, true) => {
+                match time(&opened, case, args.seed, args.reps, false) {
+                    Ok(p) if p.flops > 0 => format!(
+                        " | {:.1} us, {:.3} GB/s, {:.3} GFLOP/s",
+                        p.seconds * 1e6,
+                        p.gbps(),
+                        p.gflops()
+                    ),
+                    Ok(p) => format!(" | {:.1} us, {:.3} GB/s", p.seconds * 1e6, p.gbps()),
+                    Err(e) => format!(" | timing failed: {e}"),
+                }
+            }
             _ => String::new(),
         };
         writeln!(
@@ -130,14 +135,22 @@ fn int8_rounding(args: &Args, case: &Case, nmse: f64, large_shapes: bool) -> boo
     rounded && int8_bound(case).is_some_and(|b| nmse <= b)
 }
 
-fn time(opened: &OpenedBackend, case: &Case, seed: u64, reps: usize) -> wgllm_core::Result<Perf> {
+/// `case` timed on `opened` (`by_family`: [`time_case_webgpu`]'s time of each kernel family).
+fn time(
+    opened: &OpenedBackend,
+    case: &Case,
+    seed: u64,
+    reps: usize,
+    by_family: bool,
+) -> wgllm_core::Result<Perf> {
     match opened {
-        OpenedBackend::WebGpu(g) => time_case_webgpu(g, case, seed, reps),
+        OpenedBackend::WebGpu(g) => time_case_webgpu(g, case, seed, reps, by_family),
         OpenedBackend::Cpu(_) => time_case(opened.as_dyn(), case, seed, reps),
     }
 }
 
-/// `--large`: the benchmark shapes, the copy first so every later line has its fraction.
+/// `--large`: the benchmark shapes, the copy first so every later line has its fraction, each
+/// case of several dispatches followed by its kernel families' own times (`Perf::families`).
 fn run_large(args: &Args, opened: &OpenedBackend, out: &mut impl Write) -> Result<()> {
     let filter = args.filter.as_deref().map(str::to_lowercase);
     let mut copy_gbps = None;
@@ -172,7 +185,7 @@ fn run_large(args: &Args, opened: &OpenedBackend, out: &mut impl Write) -> Resul
                 }
             },
         };
-        let p = match time(opened, case, seed, args.reps) {
+        let p = match time(opened, case, seed, args.reps, true) {
             Ok(p) => p,
             Err(e) => {
                 writeln!(
@@ -198,6 +211,18 @@ fn run_large(args: &Args, opened: &OpenedBackend, out: &mut impl Write) -> Resul
             p.seconds * 1e6,
             p.gbps()
         )?;
+        for f in &p.families {
+            let of_copy = copy_gbps.map_or("-".into(), |c| format!("{:.2}", f.gbps() / c));
+            let gflops = f.gflops().map_or("-".into(), |g| format!("{g:.0}"));
+            writeln!(
+                out,
+                "| ↳ {} ×{:.0} alone | - | {:.1} | {:.0} | {of_copy} | {gflops} |",
+                f.family,
+                f.dispatches,
+                f.ns / 1e3,
+                f.gbps()
+            )?;
+        }
     }
     writeln!(
         out,
