@@ -954,11 +954,11 @@ mod tests {
         assert!(p.dispatches.iter().all(|d| d.ns > 0.0));
     }
 
-    /// A span-timed rerun runs the graph again on the inputs the last run wrote: a state that
-    /// each run adds the input into holds 1, 2, 3 times it, and a span run on new inputs
-    /// replaces them.
+    /// A span-timed or profiled rerun runs the graph again on the inputs the last run wrote:
+    /// a state that each run adds the input into holds 1, 2, 3 times it, a span run on new
+    /// inputs replaces them, and a rerun before any run wrote them is an error.
     #[test]
-    fn span_reruns_compute_on_the_inputs_left_on_the_device() {
+    fn reruns_compute_on_the_inputs_left_on_the_device() {
         let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
         let mut g = Graph::new();
         let acc = g.state("acc", DType::F32, [8, 1, 1, 1]).unwrap();
@@ -971,6 +971,7 @@ mod tests {
         let mut exe = gpu.compile_webgpu(&g).unwrap();
         exe.write(acc, &bytes(0.0)).unwrap();
         assert!(exe.rerun_span().is_err(), "no run has written x yet");
+        assert!(exe.rerun_profiled().is_err(), "no run has written x yet");
         exe.run_span(&[(x, &bytes(1.0))]).unwrap();
         for k in 2..=3 {
             exe.rerun_span().unwrap();
@@ -983,18 +984,6 @@ mod tests {
         let p = exe.rerun_profiled().unwrap();
         assert_eq!(p.dispatches.len(), exe.dispatch_count());
         assert_eq!(exe.read(out).unwrap(), bytes(33.0));
-    }
-
-    #[test]
-    fn profiled_rerun_errs_before_any_input_write() {
-        let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
-        let (g, x, y) = graph();
-        let mut exe = gpu.compile_webgpu(&g).unwrap();
-        assert!(exe.rerun_profiled().is_err(), "no run has written x yet");
-        exe.run_profiled(&[(x, &x_bytes())]).unwrap();
-        let want = exe.read(y).unwrap();
-        exe.rerun_profiled().unwrap();
-        assert_eq!(exe.read(y).unwrap(), want);
     }
 
     /// A run whose ticket is dropped unfinished (a step queued ahead of a generation that an

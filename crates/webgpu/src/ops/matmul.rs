@@ -842,9 +842,10 @@ const COOP_MIN_N: u64 = 16;
 /// fill an H200 compute unit's registers alone, so its barriers stall it; two 128-row
 /// workgroups share one and overlap. On an H200 that took pp512 of the Llama 3.1 8B and 3.2
 /// 1B q4_0 shapes from 5,313 and 22,668 to 6,265 and 28,000 t/s (4096³ f16 went from 174 to
-/// 165 TFLOP/s). 256 invocations on a 128-row tile (8 subgroups of 64 × 32 or 32 × 64 blocks,
-/// half the loads and accumulators an invocation) ran 25-45% slower: 4096³ f16 644 → 921 µs,
-/// pp512 of the 8B 8,643-8,726 → 6,972-7,007 t/s.
+/// 165 TFLOP/s; session 8's kernel). In session 20, 256 invocations on a 128-row tile (8
+/// subgroups of 64 × 32 or 32 × 64 blocks, half the loads and accumulators an invocation)
+/// took 24-58% longer on the products: 4096³ f16 644 → 921-986 µs, pp512 of the 8B
+/// 8,643-8,726 → 6,972-7,007 t/s.
 const COOP_BM: u32 = 128;
 /// Output tiles of `COOP_BM` × 128 a product needs for the 128-column coop tiles: with fewer,
 /// `COOP_BM` × 64 tiles keep twice as many workgroups (a 4096-row, 512-column product has

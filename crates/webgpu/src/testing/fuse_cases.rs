@@ -5,7 +5,7 @@
 use wgllm_core::op::{BinaryOp, GluOp, RopeMode};
 use wgllm_core::DType;
 
-use super::cases::{case, distinct_rows, f16_tol, input, weight, MATMUL, MATMUL_F16};
+use super::cases::{case, distinct_rows, f16_tol, input, product_tol, weight, MATMUL};
 use super::nn_cases::{freq_factors, rope_params};
 use super::{random_bytes, Built, Case};
 
@@ -800,8 +800,7 @@ fn id_glu_case(wt: DType, (k, m): (u64, u64), (n_expert, n_used, n): (u64, u64, 
     let desc = format!(
         "FUSED swiglu of mul_mat_id {wt} k={k} m={m} experts={n_expert} used={n_used} n={n} (gate, up)"
     );
-    let tol = if n >= 16 { MATMUL_F16 } else { MATMUL };
-    case("FUSED_GLU", desc, tol, move |g, rng| {
+    case("FUSED_GLU", desc, product_tol(n), move |g, rng| {
         let mut b = Built::default();
         let wg = weight(g, rng, wt, [k, m, n_expert, 1])?;
         let wu = weight(g, rng, wt, [k, m, n_expert, 1])?;

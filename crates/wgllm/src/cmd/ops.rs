@@ -28,9 +28,10 @@ pub struct Args {
     /// holds, f16 mat-mat at 4096³ and prefill sizes, decode attention over 4k/32k
     /// keys), each reported as GB/s and as a fraction of a 256 MiB copy's GB/s in the same run.
     /// The mat-vec and attention shapes are first checked against the CPU reference. With GPU
-    /// timestamps a case of two dispatches or more (a product and the rounding of its
-    /// activations, a split attention and its combine) is followed by a row per kernel family
-    /// (↳): its own time a run, timed dispatch by dispatch, and the GB/s of its operands.
+    /// timestamps a case of two kernel families or more (a product and the rounding of its
+    /// activations, a split attention and its combine) is followed by a row per family (↳):
+    /// its dispatches' own time a run, each timed between timestamps before and after it, and
+    /// the GB/s of their operands.
     #[arg(long)]
     pub large: bool,
     /// Runs timed per case with --perf.
@@ -150,7 +151,7 @@ fn time(
 }
 
 /// `--large`: the benchmark shapes, the copy first so every later line has its fraction, each
-/// case of several dispatches followed by its kernel families' own times (`Perf::families`).
+/// case of several kernel families followed by their own times (`Perf::families`).
 fn run_large(args: &Args, opened: &OpenedBackend, out: &mut impl Write) -> Result<()> {
     let filter = args.filter.as_deref().map(str::to_lowercase);
     let mut copy_gbps = None;
@@ -211,12 +212,17 @@ fn run_large(args: &Args, opened: &OpenedBackend, out: &mut impl Write) -> Resul
             p.seconds * 1e6,
             p.gbps()
         )?;
-        for f in &p.families {
+        // One family alone would repeat the case's row.
+        let families = match p.families.len() {
+            0 | 1 => &[][..],
+            _ => &p.families[..],
+        };
+        for f in families {
             let of_copy = copy_gbps.map_or("-".into(), |c| format!("{:.2}", f.gbps() / c));
             let gflops = f.gflops().map_or("-".into(), |g| format!("{g:.0}"));
             writeln!(
                 out,
-                "| ↳ {} ×{:.0} alone | - | {:.1} | {:.0} | {of_copy} | {gflops} |",
+                "| ↳ {} ×{:.0} | - | {:.1} | {:.0} | {of_copy} | {gflops} |",
                 f.family,
                 f.dispatches,
                 f.ns / 1e3,
