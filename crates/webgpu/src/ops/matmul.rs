@@ -837,7 +837,7 @@ fn tiled_bm(ctx: &Ctx, [m, n, batches]: [u64; 3]) -> u32 {
 }
 
 /// Fewest activation columns `mul_mat_coop.wgsl` takes (fewer go to the tiled kernel).
-const COOP_MIN_N: u64 = 16;
+pub(crate) const COOP_MIN_N: u64 = 16;
 /// Weight rows of a `mul_mat_coop.wgsl` tile (its invocations). 256-row tiles (8 subgroups)
 /// fill an H200 compute unit's registers alone, so its barriers stall it; two 128-row
 /// workgroups share one and overlap. On an H200 that took pp512 of the Llama 3.1 8B and 3.2

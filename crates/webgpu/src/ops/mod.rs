@@ -42,9 +42,9 @@ mod attention;
 mod elementwise;
 mod fuse;
 mod matmul;
-pub(crate) use matmul::coop_f16;
 #[cfg(test)]
 pub(crate) use matmul::tests::{caps as test_caps, planned_kernels};
+pub(crate) use matmul::{coop_f16, COOP_MIN_N};
 pub(crate) use matmul::{int8_activations, job_units};
 mod moe;
 mod nn;

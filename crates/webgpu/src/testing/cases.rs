@@ -44,9 +44,9 @@ pub(super) const MATMUL: f64 = 1e-9;
 pub(super) const MATMUL_F16: f64 = 1e-6;
 
 /// The tolerance of a product of `n` activation columns: [`MATMUL_F16`] where the coop kernel
-/// may take it (16 columns or more), else [`MATMUL`].
+/// may take it (`COOP_MIN_N` columns or more), else [`MATMUL`].
 pub(super) fn product_tol(n: u64) -> f64 {
-    if n >= 16 {
+    if n >= crate::ops::COOP_MIN_N {
         MATMUL_F16
     } else {
         MATMUL
