@@ -231,6 +231,13 @@ pub(super) fn q8x_scratch(units: u64, cols: u64, norm: bool) -> Result<Operand> 
 /// With `int8`, the dispatch rounding a Q8X mat-vec's activations `x` (with `norm`: `h · g`
 /// and each unit's sum of h²) to int8 per unit of 32 into scratch (`quant_act.wgsl`), pushed to
 /// `out`, and the scratch operand the mat-vec then reads in place of `x`; without, nothing.
+///
+/// Rounding inside the mat-vec instead (each lane rounding the f32 units it reads, with this
+/// kernel's arithmetic, and no dispatch) lost on an H200 (session 21): every workgroup then
+/// reads the whole f32 row (4 × the int8 words), more than the weights it shares them with.
+/// The 8B q4_0 shape's tg128 fell from 344.6 to 213.5 t/s (263 to 166 dispatches a step, GPU
+/// time a step 2.8 to 4.6 ms), the 1B's from 1,038 to 848, and q4_0 4096 × 14336 alone took
+/// 30 instead of 18 µs.
 fn quant_act(
     ctx: &Ctx,
     int8: bool,
