@@ -75,13 +75,12 @@ pub enum Kernel {
     /// `mul_mat.wgsl`, `tn` output columns per workgroup.
     MulMat { tn: u32 },
     /// `mul_mat_vec.wgsl` with `quant_unit.wgsl`: at most `nc` activation columns, `rpw` weight
-    /// rows per workgroup, reduced through subgroup operations when `subgroups`. src1 is bound as
-    /// vec4s, f16/bf16/f32 weights as raw words.
+    /// rows per workgroup, reduced through workgroup memory. src1 is bound as vec4s, f16/bf16/f32
+    /// weights as raw words.
     MulMatVec {
         nc: u32,
         rpw: u32,
         epilogue: VecEpilogue,
-        subgroups: bool,
         /// Int8 activations (src1: `quant_act.wgsl`'s words) and integer dot products
         /// (`partq` decoders), a lane per unit.
         q8x: bool,
@@ -869,15 +868,11 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             nc,
             rpw,
             epilogue,
-            subgroups,
             q8x,
             norm,
             ro_weights: _,
             wv4,
         } => {
-            if subgroups {
-                flags.push("SUBGROUP");
-            }
             if q8x {
                 if !crate::ops::int8_activations(src0) {
                     return Err(format!("no int8-activation decoder for {src0}"));

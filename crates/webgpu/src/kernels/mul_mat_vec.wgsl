@@ -8,8 +8,8 @@
 // load their parts undecoded (`partq`) and apply each part's offset once, through the sum of its
 // activations (`dotw`: q4_0 4096×14336 went from 0.24 to 0.27 of copy on an H200). With Q8X
 // (int8 activations from `quant_act.wgsl`) a lane takes whole units instead, see below. Then the
-// lanes reduce the RPW·NC (·2 for GLU) sums: with SUBGROUP through subgroupAdd and one
-// workgroup-memory step per subgroup, else through workgroup memory in three barriers (below).
+// lanes reduce the RPW·NC (·2 for GLU) sums through workgroup memory in three barriers (below;
+// no subgroup operations, which lost on an H200).
 // src1 is bound as vec4s: its offset and column stride are whole vec4s (the planner checks);
 // with Q8X, vec4<u32>s of `quant_act.wgsl`'s quants, scales (and sums of h² with NORM: g was
 // applied there, only the scale is left), and no batches.
@@ -234,26 +234,14 @@ fn cache_row(c: u32) -> u32 {
 }
 #endif
 
-// Stores a lane's sum k for the reduction: with SUBGROUP the subgroup's total, by its first
-// lane, in the subgroup's slot; else the lane's own value in its slot.
-fn put(k: u32, v: f32, slot: u32, leader: bool) {
-#if SUBGROUP
-    let t = subgroupAdd(v);
-#else
-    let t = v;
-#endif
-    if (leader) {
-        red[k * WG + slot] = t;
-    }
+// Stores lane `lid`'s sum k for the reduction.
+fn put(k: u32, v: f32, lid: u32) {
+    red[k * WG + lid] = v;
 }
 
 // Rows, columns and sums are unrolled by hand (`#unroll`) into plain registers.
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-#if SUBGROUP
-        @builtin(subgroup_invocation_id) sg_lane: u32, @builtin(subgroup_id) sg_id: u32,
-        @builtin(num_subgroups) n_sg: u32,
-#endif
         @builtin(local_invocation_index) lid: u32) {
 #if QKV
     // Which weight this workgroup reads: its groups come after those of the ones before.
@@ -452,42 +440,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
 #endif
     // Sum k of the workgroup lands in red[k * WG].
-#if SUBGROUP
-    let slot = sg_id;
-    let leader = sg_lane == 0u;
-#else
-    let slot = lid;
-    let leader = true;
-#endif
 #unroll r RPW
 #unroll c NC
-    put($ru * NC + $cu, acc_$r_$c, slot, leader);
+    put($ru * NC + $cu, acc_$r_$c, lid);
 #if GLU
-    put((RPW + $ru) * NC + $cu, up_$r_$c, slot, leader);
+    put((RPW + $ru) * NC + $cu, up_$r_$c, lid);
 #endif
 #endunroll
 #endunroll
 #if NORM
 #unroll c NC
-    put(NS + $cu, ss_$c, slot, leader);
+    put(NS + $cu, ss_$c, lid);
 #endunroll
 #endif
-#if SUBGROUP
-    // One partial per subgroup and sum; lane k adds sum k's partials.
-    workgroupBarrier();
-    if (lid < NSUM) {
-        var t = red[lid * WG];
-        for (var i = 1u; i < n_sg; i++) {
-            t += red[lid * WG + i];
-        }
-        red[lid * WG] = t;
-    }
-    workgroupBarrier();
-#else
     // Eight lanes a sum each add every eighth slot, then one lane a sum adds the eight: three
     // barriers where a halving tree took log2(WG) + 1. CPU drivers run barriers as coroutine
-    // switches: on lavapipe SmolLM2's decode went from 0.59 to 1.55 t/s (the subgroup path's
-    // 1.54). Sums too many for eight lanes each take the tree.
+    // switches: without subgroups, lavapipe ran SmolLM2's decode at 0.59 t/s with the tree and
+    // 1.55 with this. On an H200 this also beat subgroupAdd per sum with one barrier (session 21,
+    // tg128 alternated in one call): 8B q4_0 shape 345 -> 359 t/s, 1B 1,044 -> 1,038 (-0.6%),
+    // SmolLM2 tied; and with --subgroups off, against the tree, 8B 336 -> 354, 1B 985-1,013 ->
+    // 1,028, SmolLM2 950 -> 974. Only lavapipe preferred subgroupAdd (1.65 against 1.40-1.45
+    // t/s: its subgroups are SIMD registers). Sums too many for eight lanes each take the tree.
     workgroupBarrier();
     if (NSUM * 8u <= WG) {
         let k = lid / 8u;
@@ -520,7 +493,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             workgroupBarrier();
         }
     }
-#endif
     // Invocation (r, c) stores column c of row m0 + r.
     let r = lid / NC;
     let c = lid % NC;

@@ -276,15 +276,15 @@ fn quant_act(
 }
 
 /// The mat-vec pipeline for weights of `a` with rows of `units` units, `m` rows, at most `nc`
-/// activation columns; `subgroups`: reduce through subgroup operations; `int8`: int8
-/// activations from [`quant_act`] (Q8X; `a` has an integer decoder).
+/// activation columns; `int8`: int8 activations from [`quant_act`] (Q8X; `a` has an integer
+/// decoder).
 fn vec_key(
     a: DType,
     nc: u32,
     epilogue: VecEpilogue,
     units: u64,
     m: u64,
-    (subgroups, int8): (bool, bool),
+    int8: bool,
     norm: bool,
 ) -> PipelineKey {
     let nw = match epilogue {
@@ -328,7 +328,6 @@ fn vec_key(
             nc,
             rpw,
             epilogue,
-            subgroups,
             q8x: int8,
             norm,
             ro_weights: false,
@@ -490,16 +489,23 @@ fn qkv_dispatch(
         [&wq, &wk, &wv].map(weight_bytes).iter().sum(),
         &x,
     );
-    let f = (q.caps.subgroups, int8);
     let mut out = Vec::new();
     let scratch = quant_act(q, int8, &x, norm, &mut out)?;
     let (units, m) = (ea[0] / 32, rows.iter().sum());
     let key = match &rope {
-        None => vec_key(wq.dtype, nc, VecEpilogue::Qkv, units, m, f, norm.is_some()),
+        None => vec_key(
+            wq.dtype,
+            nc,
+            VecEpilogue::Qkv,
+            units,
+            m,
+            int8,
+            norm.is_some(),
+        ),
         Some(r) => {
             let kind = (r.p.mode == RopeMode::Neox, r.ff.is_some());
             let stored = (kind, r.idx.dtype, r.cache_k.dtype);
-            qkv_rope_key(wq.dtype, nc, units, m, f, norm.is_some(), stored)
+            qkv_rope_key(wq.dtype, nc, units, m, int8, norm.is_some(), stored)
         }
     };
     let rpw = vec_rpw(&key);
@@ -560,7 +566,7 @@ fn qkv_rope_key(
     nc: u32,
     units: u64,
     m: u64,
-    f: (bool, bool),
+    int8: bool,
     norm: bool,
     (rope, idx, cache): ((bool, bool), DType, DType),
 ) -> PipelineKey {
@@ -568,7 +574,7 @@ fn qkv_rope_key(
         neox: rope.0,
         freq_factors: rope.1,
     };
-    let mut key = vec_key(a, nc, epilogue, units, m, f, norm);
+    let mut key = vec_key(a, nc, epilogue, units, m, int8, norm);
     let s = VecSlots::new(epilogue, norm);
     key.dtypes[s.s] = idx;
     key.dtypes[s.ok] = cache;
@@ -665,8 +671,7 @@ pub(super) fn mul_mat_vec_glu(
     let int8 = q8x(gate, wg.dtype, 2 * weight_bytes(&wg), &x);
     let mut out = Vec::new();
     let scratch = quant_act(gate, int8, &x, norm, &mut out)?;
-    let f = (gate.caps.subgroups, int8);
-    let key = vec_key(wg.dtype, nc, epilogue, ea[0] / 32, m, f, norm.is_some());
+    let key = vec_key(wg.dtype, nc, epilogue, ea[0] / 32, m, int8, norm.is_some());
     let rpw = vec_rpw(&key);
     let mut operands = vec![wg, x, wu, dst];
     if let Some(nm) = norm {
@@ -773,8 +778,7 @@ fn mul_mat_vec(
     };
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
-        let flags = (ctx.caps.subgroups, int8);
-        let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32, m, flags, norm.is_some());
+        let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32, m, int8, norm.is_some());
         let rpw = vec_rpw(&key);
         let mut d = dst.clone();
         d.layout.ne[0] = m;
@@ -1049,14 +1053,15 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .into_iter()
         .chain(QUANTS)
     {
-        for (units, m, f) in [
-            (2, 5, (false, true)),
-            (64, 4096, (true, true)),
-            (100, 4096, (true, false)),
-            (1000, 14336, (false, false)),
+        for (units, m, int8) in [
+            (2, 5, true),
+            (64, 4096, true),
+            (100, 4096, false),
+            (1000, 14336, false),
+            (1000, 14336, true),
         ] {
             // Int8 activations for integer decoders.
-            let f = (f.0, f.1 && int8_activations(a));
+            let f = int8 && int8_activations(a);
             let mut add = |e, norm| {
                 keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, units, m, f, norm)));
             };
@@ -1074,9 +1079,9 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 let id_glu = VecEpilogue::IdGlu {
                     expr: super::nn::glu_expr(wgllm_core::op::GluOp::Swiglu).0,
                 };
-                for int8 in [false, f.1] {
+                for int8 in [false, f] {
                     for e in [VecEpilogue::Id, id_glu] {
-                        keys.push(vec_key(a, 1, e, units, m, (f.0, int8), false));
+                        keys.push(vec_key(a, 1, e, units, m, int8, false));
                     }
                 }
                 for norm in [false, true] {

@@ -79,8 +79,9 @@ pub struct BackendArgs {
     /// `off` never.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
     pub coop: CoopChoice,
-    /// Subgroup operations (reductions across a SIMD group in the mat-vec, attention, norm and
-    /// sampling kernels): `auto` where the adapter offers them, `off` never. A browser's
+    /// Subgroup operations (shuffles and reductions across a SIMD group in the decode
+    /// attention, MoE router and top-k kernels): `auto` where the adapter offers them, `off`
+    /// never. A browser's
     /// WebGPU runs without them (wgpu's WGSL cannot enable them there yet) and without
     /// cooperative matrices: `--subgroups off --coop off` times the kernels a browser on this
     /// GPU would run.

@@ -68,12 +68,11 @@ pub(in crate::ops) fn mul_mat_vec_id(
     let int8 = dense && q8x(ctx, a.dtype, read, &flat);
     let mut out = Vec::new();
     let scratch = quant_act(ctx, int8, &flat, None, &mut out)?;
-    let flags = (ctx.caps.subgroups, int8);
     let epilogue = match glu {
         Some((_, expr, _)) => VecEpilogue::IdGlu { expr },
         None => VecEpilogue::Id,
     };
-    let key = vec_key(a.dtype, 1, epilogue, ea[0] / 32, m, flags, false);
+    let key = vec_key(a.dtype, 1, epilogue, ea[0] / 32, m, int8, false);
     let rpw = vec_rpw(&key);
     let mut op = product_words(ctx, ea, [ea[0], 1, 1, 1], m, 0)?;
     op[2] = 1;
