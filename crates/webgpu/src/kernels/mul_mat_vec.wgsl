@@ -8,8 +8,8 @@
 // load their parts undecoded (`partq`) and apply each part's offset once, through the sum of its
 // activations (`dotw`: q4_0 4096×14336 went from 0.24 to 0.27 of copy on an H200). With Q8X
 // (int8 activations from `quant_act.wgsl`) a lane takes whole units instead, see below. Then the
-// lanes reduce the RPW·NC (·2 for GLU) sums through workgroup memory in three barriers (below;
-// no subgroup operations, which lost on an H200).
+// lanes reduce the RPW·NC (·2 for GLU) sums through workgroup memory in at most three barriers
+// (below; no subgroup operations, which lost on an H200).
 // src1 is bound as vec4s: its offset and column stride are whole vec4s (the planner checks);
 // with Q8X, vec4<u32>s of `quant_act.wgsl`'s quants, scales (and sums of h² with NORM: g was
 // applied there, only the scale is left), and no batches.
@@ -46,6 +46,8 @@
 const NC: u32 = {{NC}}u;
 const RPW: u32 = {{RPW}}u;
 const WG: u32 = {{WG}}u;
+// Lanes a sum of the reduction (a power of two, at most 8 and at most WG / NSUM, at least 1).
+const RL: u32 = {{RL}}u;
 
 #if GLU
 const NW: u32 = 2u;
@@ -453,45 +455,36 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     put(NS + $cu, ss_$c, lid);
 #endunroll
 #endif
-    // Eight lanes a sum each add every eighth slot, then one lane a sum adds the eight: three
-    // barriers where a halving tree took log2(WG) + 1. CPU drivers run barriers as coroutine
-    // switches: without subgroups, lavapipe ran SmolLM2's decode at 0.59 t/s with the tree and
-    // 1.55 with this. On an H200 this also beat subgroupAdd per sum with one barrier (session 21,
-    // tg128 alternated in one call): 8B q4_0 shape 345 -> 359 t/s, 1B 1,044 -> 1,038 (-0.6%),
-    // SmolLM2 tied; and with --subgroups off, against the tree, 8B 336 -> 354, 1B 985-1,013 ->
-    // 1,028, SmolLM2 950 -> 974. Only lavapipe preferred subgroupAdd (1.65 against 1.40-1.45
-    // t/s: its subgroups are SIMD registers). Sums too many for eight lanes each take the tree.
+    // RL lanes a sum (up to 8, as many as WG / NSUM allows): lane j adds slots j, j + RL, ...
+    // into slot j, then one lane a sum adds the RL: three barriers (two with RL = 1) where a
+    // halving tree took log2(WG) + 1. Slot j is read only by the lane that writes it, so no
+    // barrier parts the two. CPU drivers run barriers as coroutine switches: without
+    // subgroups, lavapipe ran SmolLM2's decode at 0.59 t/s with the tree and 1.55 with eight
+    // lanes a sum. On an H200 that also beat subgroupAdd per sum and one barrier (session 21,
+    // tg128 alternated in one call): 8B q4_0 shape 345 -> 359 t/s, 1B 1,044 -> 1,038 (-0.6%;
+    // its 2,048-wide GLU products, 9 sums over 32 lanes, took the tree then), SmolLM2 tied;
+    // with --subgroups off, against the tree, 8B 336 -> 354, 1B 985-1,013 -> 1,028, SmolLM2
+    // 950 -> 974. Only lavapipe preferred subgroupAdd (SmolLM2 1.65 against 1.40-1.45 t/s with
+    // default flags: its subgroups are SIMD registers).
     workgroupBarrier();
-    if (NSUM * 8u <= WG) {
-        let k = lid / 8u;
+    for (var q = lid; q < NSUM * RL; q += WG) {
+        let k = q / RL;
         var t = 0.0;
-        if (k < NSUM) {
-            for (var i = lid % 8u; i < WG; i += 8u) {
+        for (var i = q % RL; i < WG; i += RL) {
+            t += red[k * WG + i];
+        }
+        red[k * WG + q % RL] = t;
+    }
+    workgroupBarrier();
+    if (RL > 1u) {
+        for (var k = lid; k < NSUM; k += WG) {
+            var t = red[k * WG];
+            for (var i = 1u; i < RL; i++) {
                 t += red[k * WG + i];
             }
+            red[k * WG] = t;
         }
         workgroupBarrier();
-        if (k < NSUM) {
-            red[k * WG + lid % 8u] = t;
-        }
-        workgroupBarrier();
-        if (lid < NSUM) {
-            var t = red[lid * WG];
-            for (var i = 1u; i < 8u; i++) {
-                t += red[lid * WG + i];
-            }
-            red[lid * WG] = t;
-        }
-        workgroupBarrier();
-    } else {
-        for (var s = WG / 2u; s > 0u; s = s / 2u) {
-            if (lid < s) {
-                for (var k = 0u; k < NSUM; k++) {
-                    red[k * WG + lid] += red[k * WG + lid + s];
-                }
-            }
-            workgroupBarrier();
-        }
     }
     // Invocation (r, c) stores column c of row m0 + r.
     let r = lid / NC;

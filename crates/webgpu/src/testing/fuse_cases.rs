@@ -160,6 +160,9 @@ fn glu_cases(out: &mut Vec<Case>) {
         (DType::Q4_0, 64, 8300, 1, GluOp::Swiglu),
         // 2 rows per workgroup.
         (DType::Q4_K, 256, 2100, 2, GluOp::Swiglu),
+        // 64 sums (4 rows × 8 columns × 2 weights) over 32 lanes with int8 activations: each
+        // lane reduces two of them alone; with f32 ones, 32 sums over 128 lanes, 4 lanes a sum.
+        (DType::Q4_0, 64, 4200, 8, GluOp::Swiglu),
     ] {
         let desc = format!(
             "FUSED {} of mul_mat {wt} k={k} m={m} n={n} (gate, up)",
