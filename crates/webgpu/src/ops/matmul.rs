@@ -236,8 +236,9 @@ pub(super) fn q8x_scratch(units: u64, cols: u64, norm: bool) -> Result<Operand> 
 /// kernel's arithmetic, and no dispatch) lost on an H200 (session 21): every workgroup then
 /// reads the whole f32 row (4 × the int8 words), more than the weights it shares them with.
 /// The 8B q4_0 shape's tg128 fell from 344.6 to 213.5 t/s (263 to 166 dispatches a step, GPU
-/// time a step 2.8 to 4.6 ms), the 1B's from 1,038 to 848, and q4_0 4096 × 14336 alone took
-/// 30 instead of 18 µs.
+/// time a step 2.8 to 4.6 ms), the 1B's from 1,038 to 848, and the q4_0 k=4096 m=14336 case
+/// took 30 instead of 19 µs. Only SmolLM2 with `--int8-activations all` gained (764 to 899),
+/// still slower than its default f32 activations (974-992).
 fn quant_act(
     ctx: &Ctx,
     int8: bool,
@@ -1079,9 +1080,9 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 let id_glu = VecEpilogue::IdGlu {
                     expr: super::nn::glu_expr(wgllm_core::op::GluOp::Swiglu).0,
                 };
-                for int8 in [false, f] {
+                for id_int8 in [false, f] {
                     for e in [VecEpilogue::Id, id_glu] {
-                        keys.push(vec_key(a, 1, e, units, m, int8, false));
+                        keys.push(vec_key(a, 1, e, units, m, id_int8, false));
                     }
                 }
                 for norm in [false, true] {

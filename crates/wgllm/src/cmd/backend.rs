@@ -80,11 +80,10 @@ pub struct BackendArgs {
     #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
     pub coop: CoopChoice,
     /// Subgroup operations (shuffles and reductions across a SIMD group in the decode
-    /// attention, MoE router and top-k kernels): `auto` where the adapter offers them, `off`
-    /// never. A browser's
-    /// WebGPU runs without them (wgpu's WGSL cannot enable them there yet) and without
-    /// cooperative matrices: `--subgroups off --coop off` times the kernels a browser on this
-    /// GPU would run.
+    /// attention, MoE router and top-k kernels; the cooperative-matrix kernels need them too):
+    /// `auto` where the adapter offers them, `off` never. A browser's WebGPU runs without them
+    /// (wgpu's WGSL cannot enable them there yet) and without cooperative matrices:
+    /// `--subgroups off --coop off` times the kernels a browser on this GPU would run.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
     pub subgroups: SubgroupChoice,
     /// Kernel dispatches recorded into one command buffer before it is submitted when the GPU

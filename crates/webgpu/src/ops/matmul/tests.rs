@@ -57,8 +57,6 @@ fn plan(caps: &Capabilities, m: u64, n: u64, batches: u64) -> super::Dispatch {
     d.remove(0)
 }
 
-/// Every mat-vec pipeline's reduction fits WebGPU's default 16 KiB of workgroup memory
-/// (a norm prologue's sum included), and a rotated q/k/v keeps its pairs together.
 #[test]
 fn int8_mat_vecs_give_short_rows_32_lanes_and_jobs_2_rows() {
     // Lanes a workgroup for rows of 64, 128 and 448 units with f32 activations and int8
@@ -150,6 +148,8 @@ fn coop_f16_weights_need_rows_on_8_bytes() {
     assert_eq!(kernel(DType::Q4_0, 18, None), coop);
 }
 
+/// Every mat-vec pipeline's reduction fits WebGPU's default 16 KiB of workgroup memory
+/// (a norm prologue's sum included), and a rotated q/k/v keeps its pairs together.
 #[test]
 fn mat_vec_reductions_fit_the_default_workgroup_memory() {
     let mut seen = 0;
@@ -165,7 +165,7 @@ fn mat_vec_reductions_fit_the_default_workgroup_memory() {
             continue;
         };
         let nw = match epilogue {
-            VecEpilogue::Glu { .. } => 2,
+            VecEpilogue::Glu { .. } | VecEpilogue::IdGlu { .. } => 2,
             _ => 1,
         };
         let bytes = 4 * (nw * rpw + u32::from(norm)) * nc * key.wg;
