@@ -942,7 +942,8 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("RPW", rpw.to_string()));
             let sums = weights * rpw + u32::from(norm);
             vars.push(("RED", (sums * nc * key.wg).to_string()));
-            // Lanes a sum of the reduction: a power of two, up to 8, that the sums leave.
+            // Lanes a sum of the reduction: as many as WG / sums leaves, rounded down to a power
+            // of two, 1 to 8.
             let lanes = (key.wg / (sums * nc)).clamp(1, 8);
             vars.push(("RL", (1 << lanes.ilog2()).to_string()));
             // Integer formats load their parts undecoded (`partq`), the others as floats.
