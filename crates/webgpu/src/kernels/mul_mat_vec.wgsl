@@ -236,11 +236,6 @@ fn cache_row(c: u32) -> u32 {
 }
 #endif
 
-// Stores lane `lid`'s sum k for the reduction.
-fn put(k: u32, v: f32, lid: u32) {
-    red[k * WG + lid] = v;
-}
-
 // Rows, columns and sums are unrolled by hand (`#unroll`) into plain registers.
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -441,18 +436,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
     }
 #endif
-    // Sum k of the workgroup lands in red[k * WG].
+    // Lane lid's sum k goes to red[k * WG + lid]; the workgroup's total lands in red[k * WG].
 #unroll r RPW
 #unroll c NC
-    put($ru * NC + $cu, acc_$r_$c, lid);
+    red[($ru * NC + $cu) * WG + lid] = acc_$r_$c;
 #if GLU
-    put((RPW + $ru) * NC + $cu, up_$r_$c, lid);
+    red[((RPW + $ru) * NC + $cu) * WG + lid] = up_$r_$c;
 #endif
 #endunroll
 #endunroll
 #if NORM
 #unroll c NC
-    put(NS + $cu, ss_$c, lid);
+    red[(NS + $cu) * WG + lid] = ss_$c;
 #endunroll
 #endif
     // RL lanes a sum (up to 8, as many as WG / NSUM allows): lane j adds slots j, j + RL, ...
