@@ -31,8 +31,8 @@
 // 8-byte loads stored as they are. Bound as words, each of their values was converted to f32
 // and back, and on an H200 f16 products took 13-15% longer (4096 × 4096 × 512: 127 instead
 // of 113 µs; 4096 × 14336 × 512: 371 instead of 324). Loaded into the fragments straight from
-// the storage buffer (coopLoadT, no staging) they took 2.3 times longer there (324 → 750-795
-// µs): a cooperative load from a storage buffer is per-lane loads of a few bytes.
+// the storage buffer (coopLoadT, no staging) they took 2.3-2.5 times longer there (324 → 750-795
+// µs), probably because a cooperative load from a storage buffer is per-lane loads.
 // Split k: with op_u(7) = S > 1 splits (a single batch, K / 32 a multiple of S), workgroup z
 // is split s, which sums steps s K / (32 S) .. of K / (32 S) into dst's slice s (dst is then
 // f32 scratch [M, N, S]; `mul_mat_split.wgsl` adds the slices into the result). Products of

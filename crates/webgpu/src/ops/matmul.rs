@@ -858,7 +858,7 @@ pub(crate) const COOP_MIN_N: u64 = 16;
 /// subgroups of 64 × 32 or 32 × 64 blocks, half the loads and accumulators an invocation)
 /// took 24-58% longer on the products: 4096³ f16 644 → 921-986 µs, pp512 of the 8B
 /// 8,643-8,726 → 6,972-7,007 t/s. In session 22, 256-row tiles of the current kernel (64 × 64 a
-/// subgroup) again: 4096³ f16 640 → 617 µs, but pp512 of the 8B 8,660-8,703 → 6,592-6,614 t/s.
+/// subgroup) again: 4096³ f16 640 → 617 µs, but pp512 of the 8B 8,659-8,703 → 6,592-6,614 t/s.
 const COOP_BM: u32 = 128;
 /// Output tiles of `COOP_BM` × 128 a product needs for the 128-column coop tiles: with fewer,
 /// `COOP_BM` × 64 tiles keep twice as many workgroups (a 4096-row, 512-column product has
