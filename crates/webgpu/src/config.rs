@@ -60,6 +60,8 @@ pub struct WebGpuConfig {
     pub subgroups: bool,
     /// Which decode products (mat-vecs) with quantized weights round their activations to int8.
     pub int8_activations: Int8Activations,
+    /// Workgroup shapes for a GPU or for a CPU adapter ([`KernelShapes`]).
+    pub kernel_shapes: KernelShapes,
 }
 
 impl Default for WebGpuConfig {
@@ -74,8 +76,28 @@ impl Default for WebGpuConfig {
             shader_f16: true,
             subgroups: true,
             int8_activations: Int8Activations::Large,
+            kernel_shapes: KernelShapes::Auto,
         }
     }
+}
+
+/// Which workgroup shapes the planner picks. A CPU adapter (lavapipe, SwiftShader: a browser
+/// without a GPU, WARP) runs a workgroup's invocations as SIMD lanes of a few threads, and a
+/// kernel with a barrier as one coroutine per SIMD group, switched at every barrier: there a
+/// workgroup costs in proportion to its invocations, not to its work. So the CPU shapes take
+/// the fewest invocations that hold a kernel's sums (8 for a mat-vec of 8 rows, one octet for
+/// decode attention) and leave the many-lane tiles to GPUs: prompts run through the mat-vec 8
+/// columns at a time, attention through the vec kernel at any row count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KernelShapes {
+    /// CPU shapes where the adapter says it is a CPU (`wgpu::DeviceType::Cpu`; a browser's
+    /// fallback adapter), GPU shapes elsewhere.
+    #[default]
+    Auto,
+    /// The GPU shapes everywhere (the op table runs them on lavapipe).
+    Gpu,
+    /// The CPU shapes everywhere.
+    Cpu,
 }
 
 /// Which decode products (mat-vecs) with integer-quantized weights round their activations to

@@ -16,7 +16,7 @@ use std::task::{Poll, Waker};
 
 use wgllm_core::{Error, Result};
 
-use crate::config::{AdapterSelector, WebGpuConfig};
+use crate::config::{AdapterSelector, KernelShapes, WebGpuConfig};
 
 /// How to get a driver when no adapter is found.
 const DRIVER_HINT: &str = "install a Vulkan, Metal or DX12 driver for your GPU; for a software \
@@ -69,6 +69,8 @@ pub struct Capabilities {
     pub limits: wgpu::Limits,
     /// [`WebGpuConfig::int8_activations`].
     pub int8_activations: crate::Int8Activations,
+    /// Kernels take the workgroup shapes for a CPU adapter ([`crate::KernelShapes`]).
+    pub cpu_shapes: bool,
     /// Largest storage binding the planner uses: `limits.max_storage_buffer_binding_size`, or
     /// [`WebGpuConfig::max_binding_bytes`] when that is lower.
     pub binding_limit: u64,
@@ -306,6 +308,11 @@ impl Gpu {
             cooperative_matrix_failure: None,
             cooperative_matrix_configs: adapter.cooperative_matrix_properties(),
             int8_activations: config.int8_activations,
+            cpu_shapes: match config.kernel_shapes {
+                KernelShapes::Auto => info.device_type == wgpu::DeviceType::Cpu,
+                KernelShapes::Gpu => false,
+                KernelShapes::Cpu => true,
+            },
             binding_limit: config
                 .max_binding_bytes
                 .map_or(limits.max_storage_buffer_binding_size, |b| {

@@ -43,7 +43,8 @@ use wgllm_core::{Backend, Executable, Graph, Result, TensorId};
 
 pub use buffer::MemoryReport;
 pub use config::{
-    AdapterSelector, Int8Activations, ShaderChecks, WebGpuConfig, INT8_MIN_WEIGHT_BYTES,
+    AdapterSelector, Int8Activations, KernelShapes, ShaderChecks, WebGpuConfig,
+    INT8_MIN_WEIGHT_BYTES,
 };
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::list_adapters;

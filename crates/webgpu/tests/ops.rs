@@ -9,10 +9,16 @@ use wgllm_core::op::UnaryOp;
 use wgllm_core::{Backend, DType, Error, Executable, Graph, TensorId};
 use wgllm_cpu::CpuBackend;
 use wgllm_webgpu::testing::{cases, int8_bound, run_case, Outcome};
-use wgllm_webgpu::{Int8Activations, WebGpuBackend, WebGpuConfig};
+use wgllm_webgpu::{Int8Activations, KernelShapes, WebGpuBackend, WebGpuConfig};
 
+/// The GPU shapes: a CPU adapter (lavapipe) would take its own by default, which the run
+/// without f16 and subgroups checks ([`KernelShapes`]).
 fn backend() -> WebGpuBackend {
-    WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"))
+    WebGpuBackend::new(WebGpuConfig {
+        kernel_shapes: KernelShapes::Gpu,
+        ..WebGpuConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -158,7 +164,8 @@ fn graphs_compiled_together_share_states() {
     assert_eq!(got, [0., 0., 0., 0., 0., 0., 0., 0., 1., 2., 3., 4.]);
 }
 
-/// A device without SHADER_F16 and SUBGROUP (as many browsers are): every case either passes on
+/// A device without SHADER_F16 and SUBGROUP (as many browsers are), at a CPU adapter's
+/// workgroup shapes (a browser without a GPU runs SwiftShader): every case either passes on
 /// the f32 paths and workgroup-memory reductions or is reported unsupported because it needs f16
 /// — never wrong, never a panic.
 #[test]
@@ -166,11 +173,13 @@ fn without_shader_f16_the_f32_paths_run_and_f16_is_unsupported() {
     let gpu = WebGpuBackend::new(WebGpuConfig {
         shader_f16: false,
         subgroups: false,
+        kernel_shapes: KernelShapes::Cpu,
         ..WebGpuConfig::default()
     })
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(!gpu.capabilities().shader_f16);
     assert!(!gpu.capabilities().subgroups);
+    assert!(gpu.capabilities().cpu_shapes);
     let (mut passed, mut unsupported, mut problems) = (0, 0, Vec::new());
     for case in cases().iter() {
         match run_case(&CpuBackend, &gpu, case, 5000).outcome {

@@ -481,92 +481,95 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         workgroupBarrier();
     }
-    // Invocation (r, c) stores column c of row m0 + r.
-    let r = lid / NC;
-    let c = lid % NC;
+    // Lane lid stores sums lid, lid + WG, ...: column c of row m0 + r for sum r · NC + c (one
+    // sum at most a lane on GPUs; CPU adapters' workgroups have fewer lanes than sums).
+    for (var os = lid; os < RPW * NC; os += WG) {
+        let r = os / NC;
+        let c = os % NC;
 #if ROPE
-    if (r < RPW && rope_ok(m0, r, m_len) && c < n_cols) {
+        if (r < RPW && rope_ok(m0, r, m_len) && c < n_cols) {
 #if NORM
-        let inv = 1.0 / sqrt(red[(NS + c) * WG] / f32(op_u(0u)) + op_f(7u));
+            let inv = 1.0 / sqrt(red[(NS + c) * WG] / f32(op_u(0u)) + op_f(7u));
 #else
-        let inv = 1.0;
+            let inv = 1.0;
 #endif
-        let m = rope_row(m0, r, m_len);
-        let y = red[(r * NC + c) * WG] * inv;
-        let slot = cache_row(c);
-        if (wsel == 2u) {
-            store_dst(t_idx({{D}}u, vec4<u32>(m, slot, 0u, 0u)), y);
-            return;
-        }
-        // Rotate with the partner row (the pair's other side).
-        let hh = t_ne({{OQ}}u, 0u) / 2u;
-        let side = r / (RPW / 2u);
-        let j = rope_pair(m0, r, m_len) % hh;
-        var out = y;
-        if (j < op_u(8u) / 2u) {
-            let yp = red[(((r + RPW / 2u) % RPW) * NC + c) * WG] * inv;
-            let pos = f32(src{{P}}[t_idx({{P}}u, vec4<u32>(c, 0u, 0u, 0u))]);
-            var theta = rope_theta(pos, j, op_f(14u));
+            let m = rope_row(m0, r, m_len);
+            let y = red[(r * NC + c) * WG] * inv;
+            let slot = cache_row(c);
+            if (wsel == 2u) {
+                store_dst(t_idx({{D}}u, vec4<u32>(m, slot, 0u, 0u)), y);
+                continue;
+            }
+            // Rotate with the partner row (the pair's other side).
+            let hh = t_ne({{OQ}}u, 0u) / 2u;
+            let side = r / (RPW / 2u);
+            let j = rope_pair(m0, r, m_len) % hh;
+            var out = y;
+            if (j < op_u(8u) / 2u) {
+                let yp = red[(((r + RPW / 2u) % RPW) * NC + c) * WG] * inv;
+                let pos = f32(src{{P}}[t_idx({{P}}u, vec4<u32>(c, 0u, 0u, 0u))]);
+                var theta = rope_theta(pos, j, op_f(14u));
 #if FREQ_FACTORS
-            theta = theta / src{{FF}}[t_idx({{FF}}u, vec4<u32>(j, 0u, 0u, 0u))];
+                theta = theta / src{{FF}}[t_idx({{FF}}u, vec4<u32>(j, 0u, 0u, 0u))];
 #endif
-            let cs = rope_yarn(theta, j, 9u);
-            // (x0, x1) is the pair's (a, b).
-            let x0 = select(yp, y, side == 0u);
-            let x1 = select(y, yp, side == 0u);
-            out = select(x0 * cs.y + x1 * cs.x, x0 * cs.x - x1 * cs.y, side == 0u);
+                let cs = rope_yarn(theta, j, 9u);
+                // (x0, x1) is the pair's (a, b).
+                let x0 = select(yp, y, side == 0u);
+                let x1 = select(y, yp, side == 0u);
+                out = select(x0 * cs.y + x1 * cs.x, x0 * cs.x - x1 * cs.y, side == 0u);
+            }
+            if (wsel == 0u) {
+                src{{OQ}}[t_idx({{OQ}}u, vec4<u32>(m % (2u * hh), m / (2u * hh), c, 0u))] = out;
+            } else {
+                src{{OK}}[t_idx({{OK}}u, vec4<u32>(m, slot, 0u, 0u))] = {{KT}}(out);
+            }
         }
-        if (wsel == 0u) {
-            src{{OQ}}[t_idx({{OQ}}u, vec4<u32>(m % (2u * hh), m / (2u * hh), c, 0u))] = out;
-        } else {
-            src{{OK}}[t_idx({{OK}}u, vec4<u32>(m, slot, 0u, 0u))] = {{KT}}(out);
-        }
-    }
 #else
-    if (r < rows && c < n_cols) {
+        if (r < rows && c < n_cols) {
 #if ID
-        let o = vec4<u32>(m0 + r, e_col, t_col, 0u);
+            let o = vec4<u32>(m0 + r, e_col, t_col, 0u);
 #else
-        let o = vec4<u32>(m0 + r, c, i2, i3);
+            let o = vec4<u32>(m0 + r, c, i2, i3);
 #endif
 #if NORM
-        let y = red[(r * NC + c) * WG] / sqrt(red[(NS + c) * WG] / f32(op_u(0u)) + op_f(7u));
+            let y = red[(r * NC + c) * WG] / sqrt(red[(NS + c) * WG] / f32(op_u(0u)) + op_f(7u));
 #else
-        let y = red[(r * NC + c) * WG];
+            let y = red[(r * NC + c) * WG];
 #endif
 #if ADD
-        store_dst(t_idx({{D}}u, o), y + load_src2(t_idx(2u, o)));
+            store_dst(t_idx({{D}}u, o), y + load_src2(t_idx(2u, o)));
 #else
 #if QKV
-        if (wsel == 0u) {
-            src{{OQ}}[t_idx({{OQ}}u, o)] = y;
-        } else if (wsel == 1u) {
-            src{{OK}}[t_idx({{OK}}u, o)] = y;
-        } else {
-            store_dst(t_idx({{D}}u, o), y);
-        }
+            if (wsel == 0u) {
+                src{{OQ}}[t_idx({{OQ}}u, o)] = y;
+            } else if (wsel == 1u) {
+                src{{OK}}[t_idx({{OK}}u, o)] = y;
+            } else {
+                store_dst(t_idx({{D}}u, o), y);
+            }
 #else
 #if GLU
-        let x = y;
+            let x = y;
 #if NORM
-        let g = red[((RPW + r) * NC + c) * WG] / sqrt(red[(NS + c) * WG] / f32(op_u(0u)) + op_f(7u));
+            let g = red[((RPW + r) * NC + c) * WG] / sqrt(red[(NS + c) * WG] / f32(op_u(0u)) + op_f(7u));
 #else
-        let g = red[((RPW + r) * NC + c) * WG];
+            let g = red[((RPW + r) * NC + c) * WG];
 #endif
 #if ID
-        store_dst(t_idx({{D}}u, o), select(bitcast<f32>(0x7fc00000u), {{EXPR}}, id_ok));
+            store_dst(t_idx({{D}}u, o), select(bitcast<f32>(0x7fc00000u), {{EXPR}}, id_ok));
 #else
-        store_dst(t_idx({{D}}u, o), {{EXPR}});
+            store_dst(t_idx({{D}}u, o), {{EXPR}});
 #endif
 #else
 #if ID
-        store_dst(t_idx({{D}}u, o), select(bitcast<f32>(0x7fc00000u), y, id_ok));
+            store_dst(t_idx({{D}}u, o), select(bitcast<f32>(0x7fc00000u), y, id_ok));
 #else
-        store_dst(t_idx({{D}}u, o), y);
+            store_dst(t_idx({{D}}u, o), y);
 #endif
 #endif
 #endif
+#endif
+        }
 #endif
     }
-#endif
 }

@@ -109,6 +109,12 @@ const VEC_MIN_STEPS: u64 = 2;
 const VEC_UNSPLIT_KV: u64 = 1024;
 /// Workgroups a split attention aims for: enough to fill a large GPU several times over.
 const SPLIT_TARGET_GROUPS: u64 = 1024;
+/// The vec kernel's shape on a CPU adapter ([`crate::KernelShapes`]), at any cache length and
+/// row count: one octet of one key a step, and the workgroups a split attention aims for
+/// there. SmolLM2's decode attention (9 heads over 6 keys) took 16 ms a step on Chromium's
+/// SwiftShader against 1.2 s at 512 lanes.
+const CPU_VEC_SHAPE: (u32, u32) = (8, 1);
+const CPU_SPLIT_TARGET_GROUPS: u64 = 64;
 /// Query rows per workgroup of `flash_attn_tile.wgsl`, most first: the planner takes the first
 /// whose workgroup memory fits the device ([`tile_storage`]).
 const TILE_BQ: [u32; 3] = [32, 16, 8];
@@ -446,8 +452,11 @@ fn plan(
     let mask_dtype = mask.as_ref().map(|m| m.dtype);
     // Prefill: cooperative matrices where they run, else the f32 tiles.
     let heads = (ctx.items(d)?, ctx.items(dv)?);
+    let cpu = ctx.caps.cpu_shapes;
     let prefill = match coop_attention(ctx, q.layout.ne[1], (&k, &v)) {
         true => Some((coop_key(mask_dtype, sinks.is_some(), heads), 64)),
+        // A CPU adapter runs prompts through the vec kernel too: one octet a workgroup.
+        false if cpu => None,
         false => tile_rows(ctx, q.layout.ne[1], d, dv).map(|bq| {
             let key = tile_key(k.dtype, v.dtype, mask_dtype, sinks.is_some(), heads, bq);
             (key, bq)
@@ -471,10 +480,12 @@ fn plan(
     // (`VEC_SUMS_WITHOUT_SUBGROUPS`), another call: the 1B and 8B after 3,968 keys 804.6 and
     // 254.8 (native 849.0, 258.5); 4,096 and 32,768 keys of the 8B 26.9 and 160.1 µs (native
     // 24.1, 175.3; the old kernel 97.8 and 656-1,556).
+    let lanes_least = if cpu { CPU_VEC_SHAPE.0 } else { WG_VEC };
     let subgroups = ctx.caps.subgroups
         && ctx.caps.subgroup_min_size >= 8
-        && ctx.caps.subgroup_max_size <= WG_VEC;
-    let vec = q.layout.ne[1] <= VEC_MAX_Q && vec_reads(ctx, &k, d) && vec_reads(ctx, &v, dv);
+        && ctx.caps.subgroup_max_size <= lanes_least;
+    let vec =
+        (q.layout.ne[1] <= VEC_MAX_Q || cpu) && vec_reads(ctx, &k, d) && vec_reads(ctx, &v, dv);
     // Query heads per workgroup: the most that share a K head and a V head.
     let r = gcd(rk, rv).max(1);
     let max_out = match n_kv <= VEC_SHORT_KV {
@@ -512,6 +523,7 @@ fn plan(
     };
     let split_shape = [(WG_VEC, split_keys(d, n_kv))];
     let shapes: &[(u32, u32)] = match (n_kv <= VEC_UNSPLIT_KV, subgroups) {
+        _ if cpu => &[CPU_VEC_SHAPE],
         (true, _) => &VEC_UNSPLIT_SHAPES,
         (false, true) => &split_shape,
         (false, false) => &[(WG_VEC, 1)],
@@ -529,7 +541,7 @@ fn plan(
     let vec = vec && pick.is_some();
     let (heads, (lanes, keys)) = pick.unwrap_or((1, (WG_VEC, VEC_KEYS)));
     // Split walks with subgroups are cut in their own steps (32 or 64 keys).
-    let vec_step = match subgroups && n_kv > VEC_UNSPLIT_KV {
+    let vec_step = match subgroups && n_kv > VEC_UNSPLIT_KV && !cpu {
         true => u64::from(lanes / 8 * keys),
         false => VEC_STEP,
     };
@@ -540,9 +552,10 @@ fn plan(
     // Few rows with many keys (decode): cut the keys into splits of whole steps.
     let steps = n_kv.div_ceil(step);
     let min_steps = if vec { VEC_MIN_STEPS } else { 1 };
-    let target = match vec && n_kv <= VEC_UNSPLIT_KV {
-        true => 1,
-        false => SPLIT_TARGET_GROUPS / groups.max(1),
+    let target = match (vec && n_kv <= VEC_UNSPLIT_KV, cpu) {
+        (true, _) => 1,
+        (false, false) => SPLIT_TARGET_GROUPS / groups.max(1),
+        (false, true) => CPU_SPLIT_TARGET_GROUPS / groups.max(1),
     };
     let want = target
         .min(steps / min_steps)
@@ -812,6 +825,35 @@ mod tests {
                 let formula = super::tile_storage(bq.into(), d.into(), dv.into());
                 assert_eq!(used, formula, "d {d}, dv {dv}, {bq} rows, mask {mask:?}");
             }
+        }
+    }
+
+    /// On a CPU adapter attention runs the vec kernel at one octet of lanes a workgroup,
+    /// prompts included, and splits long caches over at most 64 workgroups a head group.
+    #[test]
+    fn cpu_adapters_run_the_vec_kernel_on_one_octet_at_any_row_count() {
+        let caps = crate::device::Capabilities {
+            cpu_shapes: true,
+            ..super::super::matmul::tests::caps(false, 8, 16384)
+        };
+        for (n_q, n_kv, dispatches) in [(1, 600, 1), (37, 600, 1), (1, 8192, 2)] {
+            let mut g = Graph::new();
+            let q = g.input("q", DType::F32, [64, n_q, 8, 1]).unwrap();
+            let k = g.input("k", DType::F16, [64, n_kv, 2, 1]).unwrap();
+            let v = g.input("v", DType::F16, [64, n_kv, 2, 1]).unwrap();
+            let m = g.input("m", DType::F16, [n_kv, n_q, 1, 1]).unwrap();
+            let a = g
+                .flash_attn_ext(q, k, v, Some(m), None, 0.125, 0.0, 0.0)
+                .unwrap();
+            let p = super::super::plan_node(&g, a, &caps).unwrap();
+            assert_eq!(p.len(), dispatches, "{n_q} rows, {n_kv} keys");
+            assert!(
+                matches!(p[0].key.kernel, Kernel::FlashAttnVec { keys: 1, .. }),
+                "{:?}",
+                p[0].key.kernel
+            );
+            assert_eq!(p[0].key.wg, 8);
+            assert!(p[0].groups.iter().product::<u32>() <= 64 * 2 * n_q as u32);
         }
     }
 

@@ -302,6 +302,7 @@ mod tests {
             cooperative_matrix_failure: None,
             cooperative_matrix_configs: Vec::new(),
             int8_activations: crate::Int8Activations::Off,
+            cpu_shapes: false,
             limits: wgpu::Limits {
                 min_storage_buffer_offset_alignment: storage_align,
                 ..wgpu::Limits::default()

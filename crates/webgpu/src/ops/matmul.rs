@@ -17,75 +17,10 @@ const WG: u32 = 64;
 /// Output columns per workgroup.
 const TN: u32 = 4;
 /// Mat-vec: the column counts compiled (a product with n columns uses the smallest that holds
-/// n), and the workgroup memory of its reduction: one f32 per lane and sum (rows × columns ×
-/// weights), 16 KiB in all, the WebGPU default limit.
+/// n).
 const VEC_COLS: [u32; 4] = [1, 2, 4, 8];
-const VEC_RED_FLOATS: u32 = 4096;
-/// Workgroups a mat-vec keeps (when it has the rows) before it groups rows further: several
-/// per compute unit of a large GPU (an H200 has 132).
-const VEC_MIN_GROUPS: u64 = 1024;
 /// Invocations of a `quant_act.wgsl` workgroup, a lane per unit of 32 activations.
 const QUANT_ACT_WG: u32 = 64;
-
-/// Mat-vec workgroup shape for `m` rows of `units` units of 32, `nc` columns and `nw` weights:
-/// (invocations, rows per workgroup). Four lanes share a unit: 128 lanes (32 units a step), 256
-/// past 256 units. Rows per workgroup share each activation load, but fewer workgroups then
-/// fill the GPU: up to 4 rows while at least [`VEC_MIN_GROUPS`] workgroups remain, within the
-/// reduction's memory. On an H200 (issue 6's `wgllm ops --large`) 2-4 rows and 128 lanes for
-/// 4096-long rows, 256 for 14336, were best; 8 or 16 rows were slower. Short rows are latency
-/// bound: one step of idle-heavy 128 lanes beat two of 64 or 32, and 1,024 workgroups beat
-/// 512 of twice the rows. tg128 on the H200 (ctx 640) went from 785 to 821 t/s for the
-/// SmolLM2 shape (rows of 576 and 1,536 units: 128 lanes instead of 64) and from 641 to 765
-/// for Llama 3.2 1B (also 2 rows a workgroup instead of 4 for its 2,048 rows); the 8B's went
-/// from 217 to 215 (its 4,096 rows keep 4, its 1,024 k/v rows drop to 1).
-///
-/// With int8 activations a lane takes a whole unit (`upj` = 1): the same 128 or 256 lanes, but
-/// 32 for rows of at most 64 units, two units a lane (Llama 3.2 1B's rows of 2,048: its ffn
-/// gate/up and output head). On an H200 that took the 1B's tg128 from 925 to 980 t/s with 64
-/// lanes and to 1,020 with 32; 64 lanes for the 8B's 128-unit rows lost 6% (322 to 301),
-/// though `ops --large` timed them faster (its weights stay in L2; a decode step's come from
-/// memory). Lanes whose jobs are two units (the K formats: `upj` = 2) take one step over rows of
-/// up to 128 jobs (32-128 lanes) and 128 lanes beyond: on an H200 the 8B shape's tg128 went
-/// from 303.7 to 307.7 t/s (q4_K) and from 200.1 to 205.6 (q6_K) against the unit rule's 32 for
-/// 4,096-wide rows and 128 for 14,336; 256 lanes for 14,336 took the down projection from 17.5
-/// to 19.2 µs. Jobs take up to 2 rows a workgroup, not 4: a job's 16-byte loads already keep a
-/// lane's memory requests in flight, and the 4-row workgroups' registers held fewer of them
-/// resident. On an H200 that took the 8B q4_K shape's tg128 from 308.5 to 316.0 t/s and its
-/// 8-layer chain of 4096² products from 115.2 to 105.3 µs (q6_K: 122.7 to 119.6); the unit
-/// path lost with 2 (8B q4_0 331.0 to 324.0, SmolLM2 q4_1 944 to 937), and 1 row lost for all
-/// (8B q4_K 289.2).
-///
-/// The reduction holds one f32 per lane and sum (`nw` per row, plus `extra` of the norm
-/// prologue, per column) in [`VEC_RED_FLOATS`]: a shape that would not fit at `min_rpw` rows
-/// takes fewer lanes (wide rows with a norm and 5-8 columns).
-fn vec_shape(
-    (units, upj): (u64, Option<u64>),
-    m: u64,
-    nc: u32,
-    nw: u32,
-    extra: u32,
-    min_rpw: u32,
-) -> (u32, u32) {
-    let fits = |wg: u32, rpw: u32| (nw * rpw + extra) * nc * wg <= VEC_RED_FLOATS;
-    let mut wg = match (upj, units) {
-        (Some(1), 0..=64) => 32,
-        (Some(j), _) if j > 1 => (units / j).next_power_of_two().clamp(32, 128) as u32,
-        (_, 0..=256) => 128,
-        _ => 256,
-    };
-    while wg > 32 && !fits(wg, min_rpw) {
-        wg /= 2;
-    }
-    let max_rpw = match upj {
-        Some(j) if j > 1 => 2,
-        _ => 4,
-    };
-    let mut rpw = min_rpw;
-    while rpw * 2 <= max_rpw && fits(wg, rpw * 2) && m / u64::from(rpw * 2) >= VEC_MIN_GROUPS {
-        rpw *= 2;
-    }
-    (wg, rpw)
-}
 
 fn key(a: DType, b: DType) -> PipelineKey {
     PipelineKey {
@@ -134,6 +69,9 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
         };
         return match cols.iter().copied().find(|&c| u64::from(c) >= n) {
             Some(nc) => mul_mat_vec(ctx, &a, &b, &dst, None, nc, Act::F32(None)),
+            None if ctx.caps.cpu_shapes && unit_decoded(a.dtype) => {
+                mul_mat_vec_chunks(ctx, &a, &b, &dst)
+            }
             None => mul_mat_tiled(ctx, &a, &b, &dst),
         };
     }
@@ -283,8 +221,7 @@ fn vec_key(
     a: DType,
     nc: u32,
     epilogue: VecEpilogue,
-    units: u64,
-    m: u64,
+    (units, m, cpu): (u64, u64, Option<u32>),
     int8: bool,
     norm: bool,
 ) -> PipelineKey {
@@ -299,7 +236,7 @@ fn vec_key(
     };
     // With int8 activations a lane's steps are its jobs of `job_units` units.
     let upj = int8.then(|| job_units(a));
-    let (wg, rpw) = vec_shape((units, upj), m, nc, nw, u32::from(norm), min_rpw);
+    let (wg, rpw) = vec_shape((units, upj), (m, cpu), nc, nw, u32::from(norm), min_rpw);
     let f = DType::F32;
     let mut dtypes = match epilogue {
         VecEpilogue::None => vec![a, f, f],
@@ -498,15 +435,21 @@ fn qkv_dispatch(
             wq.dtype,
             nc,
             VecEpilogue::Qkv,
-            units,
-            m,
+            (units, m, cpu_lanes(q.caps)),
             int8,
             norm.is_some(),
         ),
         Some(r) => {
             let kind = (r.p.mode == RopeMode::Neox, r.ff.is_some());
             let stored = (kind, r.idx.dtype, r.cache_k.dtype);
-            qkv_rope_key(wq.dtype, nc, units, m, int8, norm.is_some(), stored)
+            qkv_rope_key(
+                wq.dtype,
+                nc,
+                (units, m, cpu_lanes(q.caps)),
+                int8,
+                norm.is_some(),
+                stored,
+            )
         }
     };
     let rpw = vec_rpw(&key);
@@ -565,8 +508,7 @@ pub(super) struct QkvRope {
 fn qkv_rope_key(
     a: DType,
     nc: u32,
-    units: u64,
-    m: u64,
+    dims: (u64, u64, Option<u32>),
     int8: bool,
     norm: bool,
     (rope, idx, cache): ((bool, bool), DType, DType),
@@ -575,7 +517,7 @@ fn qkv_rope_key(
         neox: rope.0,
         freq_factors: rope.1,
     };
-    let mut key = vec_key(a, nc, epilogue, units, m, int8, norm);
+    let mut key = vec_key(a, nc, epilogue, dims, int8, norm);
     let s = VecSlots::new(epilogue, norm);
     key.dtypes[s.s] = idx;
     key.dtypes[s.ok] = cache;
@@ -672,7 +614,8 @@ pub(super) fn mul_mat_vec_glu(
     let int8 = q8x(gate, wg.dtype, 2 * weight_bytes(&wg), &x);
     let mut out = Vec::new();
     let scratch = quant_act(gate, int8, &x, norm, &mut out)?;
-    let key = vec_key(wg.dtype, nc, epilogue, ea[0] / 32, m, int8, norm.is_some());
+    let dims = (ea[0] / 32, m, cpu_lanes(gate.caps));
+    let key = vec_key(wg.dtype, nc, epilogue, dims, int8, norm.is_some());
     let rpw = vec_rpw(&key);
     let mut operands = vec![wg, x, wu, dst];
     if let Some(nm) = norm {
@@ -753,6 +696,28 @@ enum Act<'a> {
     Q8X(Operand),
 }
 
+/// mul_mat of more than 8 columns on a CPU adapter ([`crate::KernelShapes`]): the mat-vec, 8
+/// columns a dispatch, each reading its columns of `b` and writing those of `dst` in place.
+/// There a workgroup costs per lane, and `mul_mat_tiled.wgsl`'s 256 lanes with two barriers a
+/// step cost most: SmolLM2-135M's 16-token prefill took 4.5 s of products on Chromium's
+/// SwiftShader (2 cores) against 29.7 s tiled.
+fn mul_mat_vec_chunks(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dispatch>> {
+    let n = b.layout.ne[1];
+    let mut out = Vec::new();
+    for j in (0..n).step_by(8) {
+        let cols = (n - j).min(8);
+        let (mut bj, mut dj) = (b.clone(), dst.clone());
+        for o in [&mut bj, &mut dj] {
+            o.layout.offset += j * o.layout.nb[1];
+            o.layout.ne[1] = cols;
+        }
+        let nc = VEC_COLS.into_iter().find(|&c| u64::from(c) >= cols);
+        let nc = nc.unwrap_or(8);
+        out.extend(mul_mat_vec(ctx, a, &bj, &dj, None, nc, Act::F32(None))?);
+    }
+    Ok(out)
+}
+
 /// mul_mat through `mul_mat_vec.wgsl` (shape from `vec_shape`), plus
 /// `residual` when given.
 fn mul_mat_vec(
@@ -779,7 +744,8 @@ fn mul_mat_vec(
     };
     for w in windows::row_windows(ctx, a)? {
         let m = w.operand.layout.ne[1];
-        let key = vec_key(a.dtype, nc, epilogue, ea[0] / 32, m, int8, norm.is_some());
+        let dims = (ea[0] / 32, m, cpu_lanes(ctx.caps));
+        let key = vec_key(a.dtype, nc, epilogue, dims, int8, norm.is_some());
         let rpw = vec_rpw(&key);
         let mut d = dst.clone();
         d.layout.ne[0] = m;
@@ -1055,17 +1021,20 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         .into_iter()
         .chain(QUANTS)
     {
-        for (units, m, int8) in [
-            (2, 5, true),
-            (64, 4096, true),
-            (100, 4096, false),
-            (1000, 14336, false),
-            (1000, 14336, true),
+        // With `cpu` the CPU adapters' shapes: fewer lanes than sums.
+        for (units, m, int8, cpu) in [
+            (2, 5, true, None),
+            (64, 4096, true, None),
+            (100, 4096, false, None),
+            (1000, 14336, false, None),
+            (1000, 14336, true, None),
+            (18, 576, false, Some(4)),
+            (64, 4096, true, Some(8)),
         ] {
             // Int8 activations for integer decoders.
             let f = int8 && int8_activations(a);
             let mut add = |e, norm| {
-                keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, units, m, f, norm)));
+                keys.extend(VEC_COLS.map(|nc| vec_key(a, nc, e, (units, m, cpu), f, norm)));
             };
             add(VecEpilogue::None, false);
             add(VecEpilogue::Add, false);
@@ -1083,7 +1052,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                 };
                 for id_int8 in [false, f] {
                     for e in [VecEpilogue::Id, id_glu] {
-                        keys.push(vec_key(a, 1, e, units, m, id_int8, false));
+                        keys.push(vec_key(a, 1, e, (units, m, cpu), id_int8, false));
                     }
                 }
                 for norm in [false, true] {
@@ -1092,7 +1061,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
                         ((true, true), DType::I32, DType::F32),
                     ] {
                         keys.extend(
-                            VEC_COLS.map(|nc| qkv_rope_key(a, nc, units, m, f, norm, rope)),
+                            VEC_COLS.map(|nc| qkv_rope_key(a, nc, (units, m, cpu), f, norm, rope)),
                         );
                     }
                 }
@@ -1146,5 +1115,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
 #[cfg(test)]
 pub(crate) mod tests;
 mod vec_id;
+mod vec_shape;
 
 pub(super) use vec_id::mul_mat_vec_id;
+use vec_shape::{cpu_lanes, vec_shape};

@@ -80,13 +80,22 @@ pub(super) fn glu(ctx: &Ctx, op: GluOp, swapped: bool) -> Result<Vec<Dispatch>> 
     )?])
 }
 
-/// Values per lane a norm pipeline keeps in registers: enough for rows of `n` (up to 16, 4096
-/// values at 256 lanes; longer rows stream the rest).
-fn norm_vpl(n: u64) -> u32 {
-    n.div_ceil(u64::from(WG_ROW)).clamp(1, 16) as u32
+/// Invocations of a norm workgroup on a CPU adapter ([`crate::KernelShapes`]): one SIMD group
+/// or two, where 256 lanes cost 32-64 coroutines (SmolLM2's 60 norms of a 32-token prompt
+/// took 1.2 s on Chromium's SwiftShader at 256 lanes).
+const CPU_WG_ROW: u32 = 8;
+
+/// A norm's lanes and the values a lane keeps in registers: enough for rows of `n` (up to 16,
+/// 4096 values at 256 lanes; longer rows stream the rest).
+fn norm_shape(ctx: &Ctx, n: u64) -> (u32, u32) {
+    let wg = match ctx.caps.cpu_shapes {
+        true => CPU_WG_ROW,
+        false => WG_ROW,
+    };
+    (n.div_ceil(u64::from(wg)).clamp(1, 16) as u32, wg)
 }
 
-fn norm_key(kind: NormKind, mul: bool, vpl: u32) -> PipelineKey {
+fn norm_key(kind: NormKind, mul: bool, (vpl, wg): (u32, u32)) -> PipelineKey {
     PipelineKey {
         kernel: Kernel::Norm {
             kind,
@@ -95,11 +104,11 @@ fn norm_key(kind: NormKind, mul: bool, vpl: u32) -> PipelineKey {
             pair: false,
         },
         dtypes: vec![DType::F32; 2 + usize::from(mul)],
-        wg: WG_ROW,
+        wg,
     }
 }
 
-fn norm_pair_key(kind: NormKind, vpl: u32) -> PipelineKey {
+fn norm_pair_key(kind: NormKind, (vpl, wg): (u32, u32)) -> PipelineKey {
     PipelineKey {
         kernel: Kernel::Norm {
             kind,
@@ -108,7 +117,7 @@ fn norm_pair_key(kind: NormKind, vpl: u32) -> PipelineKey {
             pair: true,
         },
         dtypes: vec![DType::F32; 6],
-        wg: WG_ROW,
+        wg,
     }
 }
 
@@ -135,7 +144,7 @@ pub(super) fn norm(ctx: &Ctx, kind: NormKind, eps: f32) -> Result<Vec<Dispatch>>
     ctx.require(a.dtype == DType::F32 && dst.dtype == DType::F32, "f32")?;
     Ok(vec![per_row(
         ctx,
-        norm_key(kind, false, norm_vpl(a.layout.ne[0])),
+        norm_key(kind, false, norm_shape(ctx, a.layout.ne[0])),
         vec![a, dst],
         words(&[eps]),
     )?])
@@ -155,7 +164,7 @@ pub(super) fn norm_mul(
     norm.require(a.dtype == DType::F32 && dst.dtype == DType::F32, "f32")?;
     Ok(vec![per_row(
         norm,
-        norm_key(kind, true, norm_vpl(a.layout.ne[0])),
+        norm_key(kind, true, norm_shape(norm, a.layout.ne[0])),
         vec![a, weight, dst],
         words(&[eps]),
     )?])
@@ -177,11 +186,11 @@ pub(super) fn norm_mul_pair(
         return Ok(None);
     }
     let (ra, rb) = (xa.layout.nrows(), xb.layout.nrows());
-    let vpl = norm_vpl(xa.layout.ne[0].max(xb.layout.ne[0]));
+    let shape = norm_shape(na, xa.layout.ne[0].max(xb.layout.ne[0]));
     let mut op = words(&[eps]);
     op[1] = na.items(ra)?;
     Ok(Some(vec![Dispatch {
-        key: norm_pair_key(kind, vpl),
+        key: norm_pair_key(kind, shape),
         operands: vec![xa, wa, xb, wb, da, db],
         op_words: op,
         items: na.items(ra + rb)?,
@@ -485,12 +494,12 @@ pub(super) fn keys() -> Vec<PipelineKey> {
         }
     }
     for mul in [false, true] {
-        for vpl in [1, 3, 16] {
+        for shape in [(1, WG_ROW), (3, WG_ROW), (16, WG_ROW), (16, CPU_WG_ROW)] {
             keys.extend(
-                [NormKind::Rms, NormKind::Norm, NormKind::L2].map(|k| norm_key(k, mul, vpl)),
+                [NormKind::Rms, NormKind::Norm, NormKind::L2].map(|k| norm_key(k, mul, shape)),
             );
             if mul {
-                keys.extend([NormKind::Rms, NormKind::Norm].map(|k| norm_pair_key(k, vpl)));
+                keys.extend([NormKind::Rms, NormKind::Norm].map(|k| norm_pair_key(k, shape)));
             }
         }
     }

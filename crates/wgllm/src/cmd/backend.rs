@@ -3,7 +3,7 @@
 use anyhow::Result;
 use clap::{Args as ClapArgs, ValueEnum};
 use wgllm_core::Backend;
-use wgllm_webgpu::{AdapterSelector, Int8Activations, WebGpuBackend, WebGpuConfig};
+use wgllm_webgpu::{AdapterSelector, Int8Activations, KernelShapes, WebGpuBackend, WebGpuConfig};
 
 /// Which backend runs the graphs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -54,6 +54,27 @@ pub enum SubgroupChoice {
     Off,
 }
 
+/// `--kernel-shapes`: [`KernelShapes`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ShapesChoice {
+    /// CPU shapes on a CPU adapter (lavapipe, SwiftShader, WARP), GPU shapes elsewhere.
+    Auto,
+    /// The GPU shapes everywhere.
+    Gpu,
+    /// The CPU shapes everywhere.
+    Cpu,
+}
+
+impl From<ShapesChoice> for KernelShapes {
+    fn from(c: ShapesChoice) -> KernelShapes {
+        match c {
+            ShapesChoice::Auto => KernelShapes::Auto,
+            ShapesChoice::Gpu => KernelShapes::Gpu,
+            ShapesChoice::Cpu => KernelShapes::Cpu,
+        }
+    }
+}
+
 /// `--backend` and `--device` flags.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct BackendArgs {
@@ -92,6 +113,13 @@ pub struct BackendArgs {
     /// running work is one submission.
     #[arg(long, default_value_t = WebGpuConfig::default().dispatches_per_submit, value_name = "N")]
     pub dispatches_per_submit: usize,
+    /// Workgroup shapes: a CPU adapter (lavapipe, SwiftShader: a browser without a GPU) runs a
+    /// workgroup's lanes as SIMD vectors of a few threads and switches between them at every
+    /// barrier, so a workgroup costs per lane there. `cpu` shapes take few lanes (a mat-vec of
+    /// 8, prompts through it 8 columns at a time, attention one octet of lanes a workgroup);
+    /// `gpu` the many-lane tiles; `auto` the CPU shapes on a CPU adapter.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHICH")]
+    pub kernel_shapes: ShapesChoice,
 }
 
 impl BackendArgs {
@@ -115,6 +143,7 @@ impl BackendArgs {
             cooperative_matrices: self.coop == CoopChoice::Auto,
             subgroups: self.subgroups == SubgroupChoice::Auto,
             dispatches_per_submit: self.dispatches_per_submit.max(1),
+            kernel_shapes: self.kernel_shapes.into(),
             ..WebGpuConfig::default()
         }
     }

@@ -31,6 +31,7 @@ pub(crate) fn caps(coop: bool, sg: u32, wg_bytes: u32) -> Capabilities {
         cooperative_matrix_failure: None,
         cooperative_matrix_configs: vec![f16_16],
         int8_activations: crate::Int8Activations::Off,
+        cpu_shapes: false,
         limits: wgpu::Limits {
             max_compute_workgroup_storage_size: wg_bytes,
             ..wgpu::Limits::default()
@@ -61,14 +62,65 @@ fn plan(caps: &Capabilities, m: u64, n: u64, batches: u64) -> super::Dispatch {
 fn int8_mat_vecs_give_short_rows_32_lanes_and_jobs_2_rows() {
     // Lanes a workgroup for rows of 64, 128 and 448 units with f32 activations and int8
     // ones in jobs of one and two units (one column, one weight, no norm, 8,192 rows).
-    let lanes = |units, upj| super::vec_shape((units, upj), 8192, 1, 1, 0, 1).0;
+    let lanes = |units, upj| super::vec_shape::vec_shape((units, upj), (8192, None), 1, 1, 0, 1).0;
     assert_eq!([64, 128, 448].map(|u| lanes(u, Some(1))), [32, 128, 256]);
     assert_eq!([64, 128, 448].map(|u| lanes(u, None)), [128, 128, 256]);
     assert_eq!([64, 128, 448].map(|u| lanes(u, Some(2))), [32, 64, 128]);
     // Rows a workgroup: up to 4 for units, 2 for jobs (and 2 for a rotated pair either way).
-    let rows = |upj, min| super::vec_shape((128, upj), 8192, 1, 1, 0, min).1;
+    let rows = |upj, min| super::vec_shape::vec_shape((128, upj), (8192, None), 1, 1, 0, min).1;
     assert_eq!([None, Some(1), Some(2)].map(|j| rows(j, 1)), [4, 4, 2]);
     assert_eq!([None, Some(1), Some(2)].map(|j| rows(j, 2)), [4, 4, 2]);
+}
+
+/// On a CPU adapter (`cpu_shapes`) a mat-vec takes one SIMD group of lanes (the adapter's
+/// subgroup size, 4 to 8, else 8) and up to 8 rows while 64 workgroups remain, and a product of
+/// more than 8 columns runs through it 8 columns a dispatch, each at its own columns of the
+/// activations and the result; a GPU tiles that product.
+#[test]
+fn cpu_adapters_take_a_simd_group_of_lanes_and_prompts_through_the_mat_vec() {
+    let cpu = |sg: u32| Capabilities {
+        cpu_shapes: true,
+        ..caps(false, sg, 16384)
+    };
+    let shape = |c: &Capabilities, m: u64| {
+        let d = plan(c, m, 1, 1);
+        match d.key.kernel {
+            Kernel::MulMatVec { rpw, .. } => (d.key.wg, rpw, d.groups.iter().product::<u32>()),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(shape(&cpu(8), 1024), (8, 8, 128));
+    assert_eq!(shape(&cpu(4), 1024), (4, 8, 128));
+    assert_eq!(shape(&cpu(0), 100), (8, 1, 100));
+    assert_eq!(shape(&cpu(8), 256), (8, 4, 64));
+    // The GPU shape of the same product: 128 lanes.
+    assert_eq!(shape(&caps(false, 32, 16384), 1024).0, 128);
+
+    let mut g = Graph::new();
+    let w = g
+        .weight(
+            "w",
+            DType::Q4_0,
+            [64, 300, 1, 1],
+            vec![0u8; 300 * 36].into(),
+        )
+        .unwrap();
+    let x = g.input("x", DType::F32, [64, 20, 1, 1]).unwrap();
+    let r = g.mul_mat(w, x).unwrap();
+    let d = super::super::plan_node(&g, r, &cpu(8)).unwrap();
+    let chunks: Vec<(u32, u64, u64, u64)> = d
+        .iter()
+        .map(|d| match d.key.kernel {
+            Kernel::MulMatVec { nc, .. } => {
+                let (x, dst) = (&d.operands[1].layout, &d.operands[2].layout);
+                (nc, x.ne[1], x.offset / x.nb[1], dst.offset / dst.nb[1])
+            }
+            ref other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(chunks, [(8, 8, 0, 0), (8, 8, 8, 8), (4, 4, 16, 16)]);
+    let gpu = super::super::plan_node(&g, r, &caps(false, 32, 16384)).unwrap();
+    assert!(matches!(gpu[0].key.kernel, Kernel::MulMatTiled { .. }));
 }
 
 /// q4_K's and q5_K's int8 mat-vecs bind their weights as vec4s when every row starts on 16

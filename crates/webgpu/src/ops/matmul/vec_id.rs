@@ -6,8 +6,8 @@ use wgllm_core::Result;
 
 use super::super::{windows, Ctx, Dispatch, Operand, MAX_GROUPS_PER_DIM};
 use super::{
-    bind_weights, product_words, q8x, quant_act, unit_decoded, unit_path, vec_key, vec_rpw,
-    weight_bytes,
+    bind_weights, cpu_lanes, product_words, q8x, quant_act, unit_decoded, unit_path, vec_key,
+    vec_rpw, weight_bytes,
 };
 use crate::shaders::VecEpilogue;
 
@@ -72,7 +72,14 @@ pub(in crate::ops) fn mul_mat_vec_id(
         Some((_, expr, _)) => VecEpilogue::IdGlu { expr },
         None => VecEpilogue::Id,
     };
-    let key = vec_key(a.dtype, 1, epilogue, ea[0] / 32, m, int8, false);
+    let key = vec_key(
+        a.dtype,
+        1,
+        epilogue,
+        (ea[0] / 32, m, cpu_lanes(ctx.caps)),
+        int8,
+        false,
+    );
     let rpw = vec_rpw(&key);
     let mut op = product_words(ctx, ea, [ea[0], 1, 1, 1], m, 0)?;
     op[2] = 1;
