@@ -946,6 +946,12 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             // of two, 1 to 8.
             let lanes = (key.wg / (sums * nc)).clamp(1, 8);
             vars.push(("RL", (1 << lanes.ilog2()).to_string()));
+            // Fewer lanes than sums (a CPU adapter's shapes): each lane stores several.
+            let store_loop = rpw * nc > key.wg;
+            if store_loop {
+                flags.push("STORE_LOOP");
+            }
+            vars.push(("NEXT", if store_loop { "continue" } else { "return" }.into()));
             // Integer formats load their parts undecoded (`partq`), the others as floats.
             let integer = crate::ops::int8_activations(src0);
             vars.push(("LOAD", if integer { "partq" } else { "part" }.into()));
