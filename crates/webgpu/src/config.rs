@@ -85,9 +85,9 @@ impl Default for WebGpuConfig {
 /// without a GPU, WARP) runs a workgroup's invocations as SIMD lanes of a few threads, and a
 /// kernel with a barrier as one coroutine per SIMD group, switched at every barrier: there a
 /// workgroup costs in proportion to its invocations, not to its work. So the CPU shapes take
-/// the fewest invocations that hold a kernel's sums (8 for a mat-vec of 8 rows, one octet for
-/// decode attention) and leave the many-lane tiles to GPUs: prompts run through the mat-vec 8
-/// columns at a time, attention through the vec kernel at any row count.
+/// few invocations (a mat-vec one SIMD vector of lanes, 4 or 8, each storing several sums;
+/// attention one octet) and leave the many-lane tiles to GPUs: prompts run through the mat-vec
+/// 8 columns at a time, attention through the vec kernel at any row count.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum KernelShapes {
     /// CPU shapes where the adapter says it is a CPU (`wgpu::DeviceType::Cpu`; a browser's

@@ -951,7 +951,10 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             if store_loop {
                 flags.push("STORE_LOOP");
             }
-            vars.push(("NEXT", if store_loop { "continue" } else { "return" }.into()));
+            vars.push((
+                "NEXT",
+                if store_loop { "continue" } else { "return" }.into(),
+            ));
             // Integer formats load their parts undecoded (`partq`), the others as floats.
             let integer = crate::ops::int8_activations(src0);
             vars.push(("LOAD", if integer { "partq" } else { "part" }.into()));

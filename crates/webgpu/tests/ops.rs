@@ -387,9 +387,11 @@ fn attention_output_rounds_for_its_product() {
 }
 
 fn attention_output_rounds(subgroups: bool) {
+    // The GPU shapes: a CPU adapter's octet of lanes cannot round a head of 64 (16 units).
     let gpu = WebGpuBackend::new(WebGpuConfig {
         int8_activations: Int8Activations::All,
         subgroups,
+        kernel_shapes: KernelShapes::Gpu,
         ..WebGpuConfig::default()
     })
     .unwrap_or_else(|e| panic!("{e}"));

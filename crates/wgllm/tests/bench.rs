@@ -175,25 +175,36 @@ fn profile_accounts_for_every_dispatch_of_a_decode_step() {
     assert!(num(p, "step_wall_ns") >= num(p, "step_cpu_encode_submit_ns"));
 }
 
-/// `--profile-tokens` profiles a prompt chunk: its products run on the matrix × matrix kernels,
-/// and only the head (which reads out the last token alone) on the mat-vec.
+/// `--profile-tokens` profiles a prompt chunk: at the GPU shapes its products run on the matrix ×
+/// matrix kernels, and only the head (which reads out the last token alone) on the mat-vec; at
+/// a CPU adapter's shapes every product runs on the mat-vec, 8 columns a dispatch.
 #[test]
 fn profile_of_a_prompt_chunk_runs_the_prefill_kernels() {
     let m = Model::new("profile-pp");
-    let args = "-p 0 -n 4 -r 1 --profile --profile-steps 2 --profile-tokens 32 -o json";
-    let v: Value = serde_json::from_str(&ok(bench(&m, args))).unwrap();
-    let p = &v["profile"];
-    assert_eq!((num(p, "steps"), num(p, "tokens")), (2.0, 32.0));
-    let families = p["families"].as_array().unwrap();
-    let dispatches = |prefix: &str| -> f64 {
-        families
+    let profile = |shapes: &str| -> Value {
+        let args = format!(
+            "-p 0 -n 4 -r 1 --profile --profile-steps 2 --profile-tokens 32 -o json \
+             --kernel-shapes {shapes}"
+        );
+        let v: Value = serde_json::from_str(&ok(bench(&m, &args))).unwrap();
+        v["profile"].clone()
+    };
+    let dispatches = |p: &Value, prefix: &str| -> f64 {
+        p["families"]
+            .as_array()
+            .unwrap()
             .iter()
             .filter(|f| f["family"].as_str().unwrap().starts_with(prefix))
             .map(|f| num(f, "dispatches"))
             .sum()
     };
-    assert!(dispatches("mul_mat_tiled") >= 4.0, "{p}");
-    assert_eq!(dispatches("mul_mat_vec"), 1.0, "{p}");
+    let p = profile("gpu");
+    assert_eq!((num(&p, "steps"), num(&p, "tokens")), (2.0, 32.0));
+    assert!(dispatches(&p, "mul_mat_tiled") >= 4.0, "{p}");
+    assert_eq!(dispatches(&p, "mul_mat_vec"), 1.0, "{p}");
+    let p = profile("cpu");
+    assert_eq!(dispatches(&p, "mul_mat_tiled"), 0.0, "{p}");
+    assert!(dispatches(&p, "mul_mat_vec") >= 4.0 * 4.0 + 1.0, "{p}");
     assert!(!bench(&m, "-p 0 -n 4 --profile --profile-tokens 0")
         .status
         .success());

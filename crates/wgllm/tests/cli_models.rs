@@ -43,6 +43,11 @@ fn greedy_generation_is_identical_on_cpu_and_webgpu() {
         run("webgpu", &[]).0,
         "the same tokens on both backends"
     );
+    // Both workgroup shapes compute the same (auto takes the CPU shapes on lavapipe).
+    for shapes in ["gpu", "cpu"] {
+        let (out, _) = run("webgpu", &["--kernel-shapes", shapes]);
+        assert_eq!(cpu, out, "--kernel-shapes {shapes}");
+    }
     // A step submitted in many small command buffers computes the same.
     let small = run("webgpu", &["--dispatches-per-submit", "3"]).0;
     assert_eq!(cpu, small, "three dispatches per submission");

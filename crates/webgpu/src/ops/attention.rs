@@ -56,7 +56,7 @@ fn split_keys(d: u64, n_kv: u64) -> u32 {
 const VEC_UNSPLIT_SHAPES: [(u32, u32); 3] = [(512, 1), (256, 2), (WG_VEC, VEC_KEYS)];
 /// Invocations per workgroup of `flash_attn_combine.wgsl`.
 const WG_COMBINE: u32 = 256;
-/// Query rows up to which the vec kernel runs.
+/// Query rows up to which the vec kernel runs on a GPU (a CPU adapter runs it at any count).
 const VEC_MAX_Q: u64 = 8;
 /// Most q·k sums (query heads × keys an octet takes) a step of `flash_attn_vec.wgsl` exchanges
 /// without subgroups: its split walks then take 1 key an octet and at most 4 heads. Chromium's
@@ -112,7 +112,7 @@ const SPLIT_TARGET_GROUPS: u64 = 1024;
 /// The vec kernel's shape on a CPU adapter ([`crate::KernelShapes`]), at any cache length and
 /// row count: one octet of one key a step, and the workgroups a split attention aims for
 /// there. SmolLM2's decode attention (9 heads over 6 keys) took 16 ms a step on Chromium's
-/// SwiftShader against 1.2 s at 512 lanes.
+/// SwiftShader against 1.0-1.2 s at 512 lanes (`bench --profile`, two runs).
 const CPU_VEC_SHAPE: (u32, u32) = (8, 1);
 const CPU_SPLIT_TARGET_GROUPS: u64 = 64;
 /// Query rows per workgroup of `flash_attn_tile.wgsl`, most first: the planner takes the first
@@ -829,7 +829,8 @@ mod tests {
     }
 
     /// On a CPU adapter attention runs the vec kernel at one octet of lanes a workgroup,
-    /// prompts included, and splits long caches over at most 64 workgroups a head group.
+    /// prompts included, and splits long caches into two dispatches (the splits and their
+    /// combine) aiming at 64 workgroups in all.
     #[test]
     fn cpu_adapters_run_the_vec_kernel_on_one_octet_at_any_row_count() {
         let caps = crate::device::Capabilities {

@@ -711,8 +711,8 @@ fn mul_mat_vec_chunks(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Res
             o.layout.offset += j * o.layout.nb[1];
             o.layout.ne[1] = cols;
         }
-        let nc = VEC_COLS.into_iter().find(|&c| u64::from(c) >= cols);
-        let nc = nc.unwrap_or(8);
+        // 1, 2, 4 or 8: the `VEC_COLS` that holds `cols`.
+        let nc = (cols as u32).next_power_of_two();
         out.extend(mul_mat_vec(ctx, a, &bj, &dj, None, nc, Act::F32(None))?);
     }
     Ok(out)

@@ -85,7 +85,7 @@ pub(super) fn glu(ctx: &Ctx, op: GluOp, swapped: bool) -> Result<Vec<Dispatch>> 
 /// took 1.2 s on Chromium's SwiftShader at 256 lanes).
 const CPU_WG_ROW: u32 = 8;
 
-/// A norm's lanes and the values a lane keeps in registers: enough for rows of `n` (up to 16,
+/// A norm's values a lane keeps in registers and its lanes: enough for rows of `n` (up to 16,
 /// 4096 values at 256 lanes; longer rows stream the rest).
 fn norm_shape(ctx: &Ctx, n: u64) -> (u32, u32) {
     let wg = match ctx.caps.cpu_shapes {

@@ -115,8 +115,8 @@ pub struct BackendArgs {
     pub dispatches_per_submit: usize,
     /// Workgroup shapes: a CPU adapter (lavapipe, SwiftShader: a browser without a GPU) runs a
     /// workgroup's lanes as SIMD vectors of a few threads and switches between them at every
-    /// barrier, so a workgroup costs per lane there. `cpu` shapes take few lanes (a mat-vec of
-    /// 8, prompts through it 8 columns at a time, attention one octet of lanes a workgroup);
+    /// barrier, so a workgroup costs per lane there. `cpu` shapes take few lanes (a mat-vec one
+    /// SIMD vector, 4 or 8, prompts through it 8 columns at a time, attention one octet);
     /// `gpu` the many-lane tiles; `auto` the CPU shapes on a CPU adapter.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHICH")]
     pub kernel_shapes: ShapesChoice,

@@ -17,10 +17,10 @@ const CPU_VEC_MIN_GROUPS: u64 = 64;
 
 /// The lanes of a mat-vec workgroup on a CPU adapter, `None` on a GPU: one SIMD vector, the
 /// adapter's subgroup size (4 on SwiftShader, 8 on lavapipe with 256-bit vectors; 8 where the
-/// adapter does not say), so that a workgroup is one coroutine. SmolLM2-135M (2 cores, tg8 and
-/// pp32, against 128 lanes and up to 4 rows, prompts tiled): lavapipe 0.55 to 2.41 and 1.70
-/// to 8.46 t/s with 8 lanes (4: 2.28, 7.74); SwiftShader 0.64 and 2.99 with 8 lanes, 0.74 and
-/// 3.39 with 4 (at the GPU shapes tg4 0.03, pp16 0.40).
+/// adapter does not say), so that a workgroup is one coroutine. SmolLM2-135M (2 cores, against
+/// 128 lanes and up to 4 rows, prompts tiled): lavapipe tg8 and pp32 0.55 to 2.41 and 1.70 to
+/// 8.46 t/s with 8 lanes (4: 2.28, 7.74); SwiftShader tg4 and pp32 0.64 and 2.99 with 8 lanes,
+/// 0.74 and 3.39 with 4 (at the GPU shapes tg4 0.03, pp16 0.40).
 pub(super) fn cpu_lanes(caps: &Capabilities) -> Option<u32> {
     let simd = match caps.subgroup_max_size {
         0 => 8,
@@ -71,7 +71,6 @@ pub(super) fn vec_shape(
     extra: u32,
     min_rpw: u32,
 ) -> (u32, u32) {
-    let fits = |wg: u32, rpw: u32| (nw * rpw + extra) * nc * wg <= VEC_RED_FLOATS;
     if let Some(lanes) = cpu {
         let mut rpw = min_rpw;
         while rpw < CPU_VEC_RPW && m / u64::from(rpw * 2) >= CPU_VEC_MIN_GROUPS {
@@ -79,6 +78,7 @@ pub(super) fn vec_shape(
         }
         return (lanes, rpw);
     }
+    let fits = |wg: u32, rpw: u32| (nw * rpw + extra) * nc * wg <= VEC_RED_FLOATS;
     let mut wg = match (upj, units) {
         (Some(1), 0..=64) => 32,
         (Some(j), _) if j > 1 => (units / j).next_power_of_two().clamp(32, 128) as u32,
