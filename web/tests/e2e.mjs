@@ -25,7 +25,7 @@ const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
 const modelFile = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 const prompt = 'What is the capital of France?';
 const followUp = 'And of Italy?';
-// SwiftShader decodes a token in ~20 s: the 7 tokens of the expected sentence, no more (its
+// SwiftShader decodes a token in ~1.6 s (CPU shapes; ~20-50 s before): the 7 tokens of the expected sentence, no more (its
 // end-of-generation token would take one more step).
 const maxTokens = 7;
 // The page's main thread must answer within this while the worker loads and generates.
@@ -121,7 +121,7 @@ try {
   }
   console.log('e2e: the streamed reply equals the native greedy output');
   // The second turn, answered after the first, which the engine's cache still holds. One token
-  // (from the prompt's own step: SwiftShader decodes a token in ~20 s), which must start what
+  // (from the prompt's own step: SwiftShader decodes a token in ~1.6 s), which must start what
   // `wgllm chat` answers; its prompt is the whole conversation, of which the first prompt is kept.
   const first = await page.evaluate(() => window.wgllm.last);
   await page.evaluate(() => { window.wgllm.last = null; });
