@@ -25,8 +25,8 @@ const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
 const modelFile = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 const prompt = 'What is the capital of France?';
 const followUp = 'And of Italy?';
-// SwiftShader decodes a token in ~1.6 s (CPU shapes; ~20-50 s before): the 7 tokens of the expected sentence, no more (its
-// end-of-generation token would take one more step).
+// SwiftShader decodes a token in ~1.6 s (CPU shapes; ~20-50 s before): the 7 tokens of the
+// expected sentence, no more (its end-of-generation token would take one more step).
 const maxTokens = 7;
 // The page's main thread must answer within this while the worker loads and generates.
 const responsiveMs = 5_000;
