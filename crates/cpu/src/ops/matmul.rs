@@ -35,9 +35,30 @@ pub(crate) fn mul_mat(ctx: &mut Ctx) -> Result<()> {
     ctx.write(&out)
 }
 
-/// Plain f32 dot product.
+/// f32 dot product over the shorter slice's length, in 16 interleaved partial sums. One running
+/// sum is a chain of dependent adds that the compiler may not reorder; 16 independent sums
+/// vectorize. SmolLM2's perplexity and greedy checks on this backend took 69 s instead of 182 s.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+    const LANES: usize = 16;
+    let n = a.len().min(b.len());
+    let (a, b) = (a[..n].chunks_exact(LANES), b[..n].chunks_exact(LANES));
+    let tail: f32 = a
+        .remainder()
+        .iter()
+        .zip(b.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    let mut acc = [0f32; LANES];
+    for (x, y) in a.zip(b) {
+        for i in 0..LANES {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let mut quad = [0f32; 4];
+    for (i, s) in acc.iter().enumerate() {
+        quad[i % 4] += s;
+    }
+    (quad[0] + quad[1]) + (quad[2] + quad[3]) + tail
 }
 
 /// ggml_mul_mat_id: `r[:, e, t] = experts[:, :, ids[e, t]] · b[:, e % b.ne1, t]`; an id outside
@@ -92,4 +113,25 @@ pub(crate) fn mul_mat_id(ctx: &mut Ctx) -> Result<()> {
         out[base..base + m].copy_from_slice(&r);
     }
     ctx.write(&out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dot;
+
+    #[test]
+    fn dot_matches_an_f64_sum_at_every_length_and_stops_at_the_shorter_slice() {
+        let a: Vec<f32> = (0..70)
+            .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
+            .collect();
+        let b: Vec<f32> = (0..70)
+            .map(|i| ((i * 53 % 19) as f32 - 9.0) / 5.0)
+            .collect();
+        for n in 0..=a.len() {
+            let want: f64 = (0..n).map(|i| a[i] as f64 * b[i] as f64).sum();
+            let got = dot(&a[..n], &b);
+            assert!((got as f64 - want).abs() < 1e-4, "n {n}: {got} vs {want}");
+            assert_eq!(dot(&a[..n], &b), dot(&b, &a[..n]), "n {n}");
+        }
+    }
 }
