@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use wgllm_webgpu::testing::large_cases;
-use wgllm_webgpu::testing::perf::Timed;
+use wgllm_webgpu::testing::perf::{Timed, CLOCK_RAMP};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
 
 /// The inputs' seed (`wgllm ops`'s default).
@@ -53,7 +53,7 @@ fn kernels(c: &mut Criterion) {
                 continue;
             }
         };
-        if let Err(e) = timed.warm_up() {
+        if let Err(e) = timed.warm_up(CLOCK_RAMP) {
             eprintln!("kernels: {name}: {e}");
             continue;
         }

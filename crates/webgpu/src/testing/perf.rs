@@ -12,7 +12,7 @@
 //! and attention only. On request `wgllm ops --large` also gets each kernel family's own time
 //! ([`Perf::families`]), from runs with a timestamp before and after every dispatch.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use wgllm_core::{Backend, Executable, Graph, Op, Result, TensorId};
 
@@ -140,9 +140,15 @@ pub fn time_case(backend: &dyn Backend, case: &Case, seed: u64, reps: usize) -> 
     })
 }
 
-/// GPU time the span-timed warm-up runs take at least (within [`WARM_UP_RUNS`] runs).
-const WARM_UP: std::time::Duration = std::time::Duration::from_millis(200);
-const WARM_UP_RUNS: usize = 10_000;
+/// GPU time the span-timed warm-up runs take at least.
+const WARM_UP: Duration = Duration::from_millis(200);
+
+/// Wall time of back-to-back runs that [`Timed::warm_up`] takes at least where a benchmark
+/// follows host work of seconds. An H200 idle for a few seconds (the host writing a case's
+/// weights, the CPU reference) drops its SM clock from 1,980 to 345 MHz and climbs back over
+/// ~1.1 s of load: session 24's nvidia-smi trace put the streamed products that then ran 1.9 to
+/// 3.2 times slower, now and then, inside that climb.
+pub const CLOCK_RAMP: Duration = Duration::from_millis(1500);
 
 /// A case compiled on a WebGPU backend with its states written, timed run after run on its
 /// span ([`WebGpuExecutable::run_span`]: GPU timestamps, else the host clock around each run
@@ -176,15 +182,13 @@ impl Timed {
         })
     }
 
-    /// Runs for [`WARM_UP`] of GPU time, not once: a GPU idle while the CPU reference ran
-    /// starts slow, and on an H200 short cases were then timed 4-5 times slower now and then.
-    pub fn warm_up(&mut self) -> Result<()> {
-        let mut warm = 0.0;
-        for _ in 0..WARM_UP_RUNS {
-            warm += self.seconds(1)?;
-            if warm >= WARM_UP.as_secs_f64() {
-                break;
-            }
+    /// Runs until they took [`WARM_UP`] of GPU time and `wall` of wall time, not once: a GPU
+    /// idle while the host worked starts slow (see [`CLOCK_RAMP`]).
+    pub fn warm_up(&mut self, wall: Duration) -> Result<()> {
+        let start = Instant::now();
+        let mut gpu = 0.0;
+        while gpu < WARM_UP.as_secs_f64() || start.elapsed() < wall {
+            gpu += self.seconds(1)?;
         }
         Ok(())
     }
@@ -215,7 +219,7 @@ impl Timed {
 }
 
 /// [`time_case`] with GPU timestamps when `backend`'s device has TIMESTAMP_QUERY: warm-up runs
-/// for [`WARM_UP`] of GPU time, then the mean GPU span of `reps` span-timed runs, and with
+/// ([`Timed::warm_up`] for `warm_wall`), then the mean GPU span of `reps` span-timed runs, and with
 /// `by_family` and two dispatches or more, each kernel family's own time over `reps` more
 /// runs timed dispatch by dispatch (`Perf::families`). Falls back to [`time_case`] without it.
 pub fn time_case_webgpu(
@@ -224,12 +228,13 @@ pub fn time_case_webgpu(
     seed: u64,
     reps: usize,
     by_family: bool,
+    warm_wall: Duration,
 ) -> Result<Perf> {
     if !backend.capabilities().timestamp_query {
         return time_case(backend, case, seed, reps);
     }
     let mut timed = Timed::new(backend, case, seed)?;
-    timed.warm_up()?;
+    timed.warm_up(warm_wall)?;
     let reps = reps.max(1);
     let seconds = timed.seconds(reps)? / reps as f64;
     let families = match by_family && timed.dispatch_count() >= 2 {
@@ -261,9 +266,9 @@ mod tests {
             .find(|c| Timed::new(&backend, c, 1).is_ok_and(|t| t.dispatch_count() >= 2))
             .expect("a FLASH case of two dispatches or more");
         let dispatches = Timed::new(&backend, &case, 1).unwrap().dispatch_count();
-        let plain = time_case_webgpu(&backend, &case, 1, 2, false).unwrap();
+        let plain = time_case_webgpu(&backend, &case, 1, 2, false, Duration::ZERO).unwrap();
         assert!(plain.families.is_empty());
-        let p = time_case_webgpu(&backend, &case, 1, 2, true).unwrap();
+        let p = time_case_webgpu(&backend, &case, 1, 2, true, Duration::ZERO).unwrap();
         if !backend.capabilities().timestamp_query {
             assert!(p.families.is_empty(), "timed on the host: no families");
             return;

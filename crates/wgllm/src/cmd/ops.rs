@@ -2,12 +2,12 @@
 //! shapes) run on the chosen backend and on the CPU reference, compared by NMSE.
 
 use std::io::Write;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::Args as ClapArgs;
 use wgllm_cpu::CpuBackend;
-use wgllm_webgpu::testing::perf::Perf;
-use wgllm_webgpu::testing::perf::{time_case, time_case_webgpu};
+use wgllm_webgpu::testing::perf::{time_case, time_case_webgpu, Perf, CLOCK_RAMP};
 use wgllm_webgpu::testing::{cases, int8_bound, large_cases, run_case, Case, Outcome, COPY_CASE};
 
 use super::backend::{BackendArgs, Int8Choice, OpenedBackend};
@@ -33,7 +33,9 @@ pub struct Args {
     /// its dispatches' own time a run, each timed between timestamps before and after it, and
     /// the GB/s of their operands. Timed alone, a dispatch also pays a fixed cost of a few µs
     /// that a run of back-to-back dispatches hides in part (on an H200, rounding 4,096
-    /// activations times 7 µs alone but adds under 1 µs to its case).
+    /// activations times 7 µs alone but adds under 1 µs to its case). Each case first runs
+    /// back to back for 1.5 s: a GPU left idle while the host prepared the case has lowered
+    /// its clock.
     #[arg(long)]
     pub large: bool,
     /// Runs timed per case with --perf.
@@ -138,16 +140,19 @@ fn int8_rounding(args: &Args, case: &Case, nmse: f64, large_shapes: bool) -> boo
     rounded && int8_bound(case).is_some_and(|b| nmse <= b)
 }
 
-/// `case` timed on `opened` (`by_family`: [`time_case_webgpu`]'s time of each kernel family).
+/// `case` timed on `opened`. `large`: each kernel family's time too, and a warm-up of
+/// [`CLOCK_RAMP`], since its cases follow seconds of host work (their weights, the CPU check);
+/// the op table's small cases follow each other quickly.
 fn time(
     opened: &OpenedBackend,
     case: &Case,
     seed: u64,
     reps: usize,
-    by_family: bool,
+    large: bool,
 ) -> wgllm_core::Result<Perf> {
+    let warm_wall = if large { CLOCK_RAMP } else { Duration::ZERO };
     match opened {
-        OpenedBackend::WebGpu(g) => time_case_webgpu(g, case, seed, reps, by_family),
+        OpenedBackend::WebGpu(g) => time_case_webgpu(g, case, seed, reps, large, warm_wall),
         OpenedBackend::Cpu(_) => time_case(opened.as_dyn(), case, seed, reps),
     }
 }
