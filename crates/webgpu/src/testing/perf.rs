@@ -140,14 +140,18 @@ pub fn time_case(backend: &dyn Backend, case: &Case, seed: u64, reps: usize) -> 
     })
 }
 
-/// GPU time the span-timed warm-up runs take at least.
+/// GPU time the span-timed warm-up runs take at least (within [`WARM_UP_RUNS`] runs).
 const WARM_UP: Duration = Duration::from_millis(200);
 
-/// Wall time of back-to-back runs that [`Timed::warm_up`] takes at least where a benchmark
-/// follows host work of seconds. An H200 idle for a few seconds (the host writing a case's
-/// weights, the CPU reference) drops its SM clock from 1,980 to 345 MHz and climbs back over
-/// ~1.1 s of load: session 24's nvidia-smi trace put the streamed products that then ran 1.9 to
-/// 3.2 times slower, now and then, inside that climb.
+/// Runs that wait for [`WARM_UP`] at most: a span that reads 0 (a graph with no dispatch,
+/// timestamps resolved to 0) never adds up to it.
+const WARM_UP_RUNS: usize = 10_000;
+
+/// Wall time of warm-up runs that [`Timed::warm_up`] takes at least where a benchmark follows
+/// host work of seconds. An H200 idle for a few seconds (the host writing a case's weights, the
+/// CPU reference) drops its SM clock from 1,980 to 345 MHz and climbs back over ~1.1 s of load:
+/// session 24's nvidia-smi trace put the streamed products that then ran 2.5 to 3.2 times
+/// slower, now and then, inside that climb.
 pub const CLOCK_RAMP: Duration = Duration::from_millis(1500);
 
 /// A case compiled on a WebGPU backend with its states written, timed run after run on its
@@ -182,13 +186,14 @@ impl Timed {
         })
     }
 
-    /// Runs until they took [`WARM_UP`] of GPU time and `wall` of wall time, not once: a GPU
-    /// idle while the host worked starts slow (see [`CLOCK_RAMP`]).
+    /// Runs the case until the runs took at least [`WARM_UP`] of GPU time and `wall` of wall
+    /// time, not once: a GPU idle while the host worked starts slow (see [`CLOCK_RAMP`]).
     pub fn warm_up(&mut self, wall: Duration) -> Result<()> {
         let start = Instant::now();
-        let mut gpu = 0.0;
-        while gpu < WARM_UP.as_secs_f64() || start.elapsed() < wall {
+        let (mut gpu, mut runs) = (0.0, 0);
+        while (gpu < WARM_UP.as_secs_f64() && runs < WARM_UP_RUNS) || start.elapsed() < wall {
             gpu += self.seconds(1)?;
+            runs += 1;
         }
         Ok(())
     }
@@ -219,7 +224,7 @@ impl Timed {
 }
 
 /// [`time_case`] with GPU timestamps when `backend`'s device has TIMESTAMP_QUERY: warm-up runs
-/// ([`Timed::warm_up`] for `warm_wall`), then the mean GPU span of `reps` span-timed runs, and with
+/// ([`Timed::warm_up`], at least `warm_wall` of wall time), then the mean GPU span of `reps` span-timed runs, and with
 /// `by_family` and two dispatches or more, each kernel family's own time over `reps` more
 /// runs timed dispatch by dispatch (`Perf::families`). Falls back to [`time_case`] without it.
 pub fn time_case_webgpu(
