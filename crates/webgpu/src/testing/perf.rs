@@ -223,10 +223,11 @@ impl Timed {
     }
 }
 
-/// [`time_case`] with GPU timestamps when `backend`'s device has TIMESTAMP_QUERY: warm-up runs
-/// ([`Timed::warm_up`], at least `warm_wall` of wall time), then the mean GPU span of `reps` span-timed runs, and with
-/// `by_family` and two dispatches or more, each kernel family's own time over `reps` more
-/// runs timed dispatch by dispatch (`Perf::families`). Falls back to [`time_case`] without it.
+/// [`time_case`] with GPU timestamps when `backend`'s device has TIMESTAMP_QUERY: a warm-up
+/// ([`Timed::warm_up`], at least `warm_wall` of wall time), then the mean GPU span of `reps`
+/// span-timed runs, and with `by_family` and two dispatches or more, each kernel family's own
+/// time over `reps` more runs timed dispatch by dispatch (`Perf::families`). Falls back to
+/// [`time_case`] without it.
 pub fn time_case_webgpu(
     backend: &WebGpuBackend,
     case: &Case,
