@@ -5,6 +5,8 @@
 pub enum ModelError {
     #[error("unknown model architecture '{name}'; supported: {supported}")]
     UnknownArchitecture { name: String, supported: String },
+    #[error("'{0}' is an embedding model: it answers `wgllm embed` and /v1/embeddings, not text generation")]
+    EmbeddingModel(String),
     /// Shown as the GGUF error itself (the CLI adds which file).
     #[error(transparent)]
     Gguf(#[from] wgllm_gguf::GgufError),

@@ -3,6 +3,10 @@
 
 pub mod arch;
 pub mod config;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod convert;
+pub mod embed;
+pub mod embed_reference;
 pub mod error;
 pub mod generate;
 #[cfg(not(target_arch = "wasm32"))]
@@ -16,5 +20,6 @@ pub mod synth;
 pub mod tokenizer;
 
 pub use arch::Architecture;
+pub use embed::{EmbedConfig, Embedder, Truncate};
 pub use error::ModelError;
 pub use session::{NextToken, QueuedStep, Readback, RowOut, SeqChunk, Session, SessionConfig};

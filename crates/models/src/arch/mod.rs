@@ -1,6 +1,7 @@
 //! Model architectures, each built as a `Graph` for one step shape from GGUF metadata and
 //! weights. One file per architecture; `common` holds the hyperparameters and blocks they share.
 
+pub mod bert;
 mod common;
 pub mod gemma3;
 pub mod llama;
@@ -98,6 +99,9 @@ impl Architecture {
                 file,
             )?)),
             "gemma3" => Ok(Architecture::Gemma3(gemma3::Gemma3Config::from_gguf(file)?)),
+            other if crate::embed::EMBEDDING_ARCHS.contains(&other) => {
+                Err(ModelError::EmbeddingModel(other.to_string()))
+            }
             other => Err(ModelError::UnknownArchitecture {
                 name: other.to_string(),
                 supported: SUPPORTED.join(", "),

@@ -24,6 +24,7 @@ mod special;
 mod spm;
 mod stream;
 mod vocab;
+mod wpm;
 
 use std::borrow::Cow;
 
@@ -33,10 +34,12 @@ pub use bpe::BpePre;
 pub use chat::ChatMessage;
 pub use stream::StreamDecoder;
 pub use vocab::TokenType;
+pub use wpm::gguf_piece;
 
 use bpe::ByteLevelBpe;
 use special::Fragment;
 use vocab::{ModelKind, Vocab};
+use wpm::Wpm;
 
 /// Why a tokenizer could not be built, or could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +114,7 @@ impl From<minijinja::Error> for TokenizerError {
 enum Model {
     Spm,
     Bpe(Box<ByteLevelBpe>),
+    Wpm(Box<Wpm>),
 }
 
 /// A tokenizer built from GGUF metadata; see the module doc.
@@ -195,6 +199,13 @@ impl Tokenizer {
                     pre.cleans_spaces(),
                 )
             }
+            ModelKind::Wpm => {
+                let unk = vocab
+                    .unk
+                    .and_then(|id| vocab.tokens.get(id as usize))
+                    .ok_or(TokenizerError::MissingSpecial("unknown_token_id"))?;
+                (Model::Wpm(Box::new(Wpm::new(&vocab.tokens, unk)?)), false)
+            }
         };
         let chat_template = match file.get("tokenizer.chat_template") {
             None => None,
@@ -269,6 +280,17 @@ impl Tokenizer {
                     }
                 }
             }
+            Model::Wpm(wpm) => {
+                for f in fragments {
+                    match f {
+                        Fragment::Text(t) => wpm.tokenize(t, &mut out)?,
+                        Fragment::Token(id) => out.push(id),
+                    }
+                }
+                if add_special {
+                    out.extend(v.sep);
+                }
+            }
         }
         if add_special && v.add_eos {
             out.extend(v.eos);
@@ -288,6 +310,7 @@ impl Tokenizer {
             (TokenType::UserDefined, _) => Cow::Borrowed(text.as_bytes()),
             (TokenType::Normal, Model::Spm) => Cow::Owned(unescape_spaces(text).into_bytes()),
             (TokenType::Normal, Model::Bpe(_)) => Cow::Owned(bpe::decode_byte_level(text)),
+            (TokenType::Normal, Model::Wpm(_)) => Cow::Owned(unescape_spaces(text).into_bytes()),
             (TokenType::Byte, _) => Cow::Owned(byte_of(text).into_iter().collect()),
             (
                 TokenType::Control | TokenType::Unknown | TokenType::Unused | TokenType::Undefined,
@@ -302,7 +325,7 @@ impl Tokenizer {
     /// that are not valid UTF-8 come out as U+FFFD.
     pub fn decode(&self, ids: &[u32]) -> String {
         let mut bytes = Vec::new();
-        let mut strip_space = self.vocab.add_space_prefix;
+        let mut strip_space = self.vocab.add_space_prefix || matches!(self.model, Model::Wpm(_));
         for &id in ids {
             let piece = self.piece(id);
             let piece = match (strip_space, piece.first()) {
@@ -347,6 +370,11 @@ impl Tokenizer {
     /// The padding token.
     pub fn pad(&self) -> Option<u32> {
         self.vocab.pad
+    }
+
+    /// The separator a WordPiece sequence ends with (`[SEP]`).
+    pub fn sep(&self) -> Option<u32> {
+        self.vocab.sep
     }
 
     /// Whether [`Tokenizer::encode`] with `add_special` starts with BOS.

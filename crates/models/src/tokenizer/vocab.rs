@@ -10,7 +10,8 @@ use super::bpe::BpePre;
 use super::TokenizerError;
 
 /// The tokenizer families `tokenizer.ggml.model` may name, as a message lists them.
-pub(crate) const SUPPORTED_MODELS: &str = "llama (SentencePiece), gpt2 (byte-level BPE)";
+pub(crate) const SUPPORTED_MODELS: &str =
+    "llama (SentencePiece), gpt2 (byte-level BPE), bert (WordPiece)";
 
 /// A token's type as `tokenizer.ggml.token_type` stores it (llama.cpp's `llama_token_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -63,6 +64,8 @@ pub(crate) enum ModelKind {
     Spm,
     /// `gpt2`: byte-level BPE with the named pre-tokenizer.
     Bpe(BpePre),
+    /// `bert`: WordPiece; `[CLS]` (BOS) before the text and `[SEP]` after it.
+    Wpm,
 }
 
 /// Token texts that end generation, from llama.cpp's list in `load` (its "maintain a list of
@@ -113,6 +116,8 @@ pub(crate) struct Vocab {
     pub eos: Option<u32>,
     pub unk: Option<u32>,
     pub pad: Option<u32>,
+    /// The separator ending a WordPiece sequence (`[SEP]`).
+    pub sep: Option<u32>,
     pub eog: BTreeSet<u32>,
     pub add_bos: bool,
     pub add_eos: bool,
@@ -191,6 +196,8 @@ impl Vocab {
                     false,
                 )
             }
+            // [CLS] 101, no EOS: [SEP] 102 ends the text instead; [UNK] 100.
+            "bert" => (ModelKind::Wpm, Some(101), None, Some(100), true, false),
             other => {
                 return Err(TokenizerError::UnsupportedModel {
                     found: other.to_string(),
@@ -268,6 +275,11 @@ impl Vocab {
         eos = stated("tokenizer.ggml.eos_token_id")?.or(in_range(eos));
         unk = stated("tokenizer.ggml.unknown_token_id")?.or(in_range(unk));
         let pad = stated("tokenizer.ggml.padding_token_id")?;
+        // llama.cpp's spelling of the key.
+        let sep = stated("tokenizer.ggml.seperator_token_id")?.or(match kind {
+            ModelKind::Wpm => in_range(Some(102)),
+            _ => None,
+        });
         let eot = stated("tokenizer.ggml.eot_token_id")?;
         let eom = stated("tokenizer.ggml.eom_token_id")?;
         if let Some(v) = opt_bool(file, "tokenizer.ggml.add_bos_token")? {
@@ -279,6 +291,7 @@ impl Vocab {
         for (flag, id, what) in [
             (add_bos, bos, "add_bos_token"),
             (add_eos, eos, "add_eos_token"),
+            (kind == ModelKind::Wpm, sep, "seperator_token_id"),
         ] {
             if flag && id.is_none() {
                 return Err(TokenizerError::MissingSpecial(what));
@@ -328,6 +341,7 @@ impl Vocab {
             eos,
             unk,
             pad,
+            sep,
             eog,
             add_bos,
             add_eos,

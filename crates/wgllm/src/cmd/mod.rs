@@ -8,7 +8,9 @@ use clap::Subcommand;
 pub mod backend;
 pub mod bench;
 pub mod chat;
+pub mod convert;
 pub mod devices;
+pub mod embed;
 pub mod gguf;
 pub mod info;
 pub mod ops;
@@ -45,6 +47,11 @@ pub enum Command {
     Synth(synth::Args),
     /// Print a model's token ids for a text, one per line.
     Tokenize(tokenize::Args),
+    /// Embed texts with an embedding model (BERT family): one JSON array per input and line.
+    Embed(embed::Args),
+    /// Convert a Hugging Face checkpoint folder (config.json, *.safetensors, tokenizer.json)
+    /// into a GGUF file.
+    Convert(convert::Args),
     /// Serve a model over an OpenAI-compatible HTTP API (chat and completions, streaming,
     /// `--parallel` requests batched together).
     Serve(serve::Args),
@@ -70,6 +77,8 @@ impl Command {
             Command::Chat(args) => chat::run(&args, &mut out)?,
             Command::Synth(args) => synth::run(&args, &mut out)?,
             Command::Tokenize(args) => tokenize::run(&args, &mut out)?,
+            Command::Embed(args) => embed::run(&args, &mut out)?,
+            Command::Convert(args) => convert::run(&args, &mut out)?,
             Command::Serve(args) => serve::run(&args, &mut out)?,
             Command::Pull(args) => pull::run(&args, &mut out)?,
             Command::Devices(args) => devices::run(&args, &mut out)?,

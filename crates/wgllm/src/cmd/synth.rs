@@ -29,6 +29,15 @@ pub enum Preset {
     Qwen3_30bA3b,
     #[value(name = "gemma3-270m")]
     Gemma3_270m,
+    /// A tiny BERT encoder (2 layers, 64 wide, 300-token WordPiece vocabulary) for tests.
+    #[value(name = "bert-tiny")]
+    BertTiny,
+    /// all-MiniLM-L6-v2's shapes: 6 layers, 384 wide (an embedding model).
+    #[value(name = "minilm-l6")]
+    MinilmL6,
+    /// BGE-base / E5-base's shapes: 12 layers, 768 wide (an embedding model).
+    #[value(name = "bge-base")]
+    BgeBase,
 }
 
 impl Preset {
@@ -40,6 +49,8 @@ impl Preset {
             Preset::Llama32_1b | Preset::Llama31_8b => 131_072,
             Preset::Qwen3_0_6b | Preset::Qwen3_8b | Preset::Qwen3_30bA3b => 40_960,
             Preset::Gemma3_270m => 32_768,
+            Preset::BertTiny => 128,
+            Preset::MinilmL6 | Preset::BgeBase => 512,
         }
     }
 
@@ -97,6 +108,9 @@ impl Preset {
                 },
                 s(262_144, 640, 18, 2048, 4, 1, 1e6, true),
             ),
+            Preset::BertTiny => (SynthArch::Bert, s(300, 64, 2, 128, 4, 4, 0.0, true)),
+            Preset::MinilmL6 => (SynthArch::Bert, s(30_522, 384, 6, 1536, 12, 12, 0.0, true)),
+            Preset::BgeBase => (SynthArch::Bert, s(30_522, 768, 12, 3072, 12, 12, 0.0, true)),
         }
     }
 }
