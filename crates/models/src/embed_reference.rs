@@ -104,3 +104,27 @@ pub fn embed_verdict(reports: &[EmbedReport], min_cosine: f64) -> Result<(), Str
         false => Err(bad.join("\n")),
     }
 }
+
+/// The pulled checkpoint of known model `name` (`wgllm pull minilm`) converted to `dtype`, in
+/// the temporary folder (converted anew each call, under a name of this process's).
+#[cfg(not(target_arch = "wasm32"))]
+pub fn converted_checkpoint(
+    name: &str,
+    dtype: wgllm_core::DType,
+) -> Result<std::path::PathBuf, String> {
+    let model = crate::pull::find(name).map_err(|e| e.to_string())?;
+    let dir = crate::pull::checkpoint_dir(model, &crate::config::model_cache_dir());
+    if !dir.join("config.json").exists() {
+        return Err(format!(
+            "{} has no checkpoint: run `wgllm pull {name}` first",
+            dir.display()
+        ));
+    }
+    let out = std::env::temp_dir().join(format!(
+        "wgllm-{name}-{}-{}.gguf",
+        dtype.name(),
+        std::process::id()
+    ));
+    crate::convert::convert(&dir, dtype, &out, |_, _| {}).map_err(|e| e.to_string())?;
+    Ok(out)
+}

@@ -1,0 +1,91 @@
+//! Embedding models on the WebGPU backend: a synthetic BERT against the CPU backend (always
+//! run), and all-MiniLM-L6-v2 against the independent numpy reference in f32, f16 and q8_0, as
+//! `crates/models/tests/embed_models.rs` checks it on the CPU.
+//!
+//! The MiniLM checks need the checkpoint, so they are ignored by default: run
+//! `wgllm pull minilm`, then `cargo test -p wgllm-webgpu --test embed_models -- --ignored`.
+//! `.ci/run` runs them on lavapipe.
+
+use wgllm_core::DType;
+use wgllm_cpu::CpuBackend;
+use wgllm_gguf::GgufFile;
+use wgllm_models::embed::cosine;
+use wgllm_models::embed_reference::{
+    compare_embeddings, converted_checkpoint, embed_verdict, EmbedFixture,
+};
+use wgllm_models::synth::{model_gguf, LlamaShape, SynthArch};
+use wgllm_models::{EmbedConfig, Embedder, Truncate};
+use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
+
+const FIXTURE: &str = include_str!("../../models/tests/fixtures/minilm_embed.json");
+
+fn gpu() -> WebGpuBackend {
+    let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+    println!("adapter: {}", gpu.adapter().name);
+    gpu
+}
+
+#[test]
+fn synthetic_bert_matches_the_cpu_backend() {
+    let shape = LlamaShape {
+        n_head_kv: 4,
+        n_ctx_train: 64,
+        ..LlamaShape::TINY
+    };
+    for dtype in [DType::F32, DType::F16, DType::Q8_0] {
+        let bytes = model_gguf(SynthArch::Bert, &shape, dtype, 3).unwrap();
+        let f = GgufFile::from_bytes(bytes.into()).unwrap();
+        let texts = [
+            "hello world",
+            "",
+            "a longer input, with punctuation: 1, 2, 3!",
+        ];
+        let gpu = gpu();
+        let cfg = EmbedConfig::default();
+        let mut on_gpu = Embedder::new(&gpu, &f, cfg).unwrap();
+        let mut on_cpu = Embedder::new(&CpuBackend, &f, cfg).unwrap();
+        let ids: Vec<Vec<u32>> = texts
+            .iter()
+            .map(|t| on_cpu.tokenize(t, Truncate::No).unwrap())
+            .collect();
+        let want = on_cpu.embed_ids(&ids, true).unwrap();
+        let got = on_gpu.embed_ids(&ids, true).unwrap();
+        for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+            let c = cosine(w, g);
+            assert!(c > 0.99999, "{dtype} input {i}: cosine {c}");
+        }
+    }
+}
+
+fn check_minilm(dtype: DType, min: f64) {
+    let path = converted_checkpoint("minilm", dtype).unwrap();
+    let f = GgufFile::open(&path).unwrap();
+    let fx = EmbedFixture::parse(FIXTURE).unwrap();
+    let reports = compare_embeddings(&gpu(), &f, &fx).unwrap();
+    for r in &reports {
+        println!(
+            "{dtype}: cosine {:.8} (alone {:.8}): {:?}",
+            r.cosine_batched, r.cosine_alone, r.text
+        );
+    }
+    let _ = std::fs::remove_file(&path);
+    embed_verdict(&reports, min).unwrap();
+}
+
+#[test]
+#[ignore = "needs the MiniLM checkpoint (wgllm pull minilm)"]
+fn minilm_f32_on_webgpu_matches_reference() {
+    check_minilm(DType::F32, 0.9999);
+}
+
+#[test]
+#[ignore = "needs the MiniLM checkpoint (wgllm pull minilm)"]
+fn minilm_f16_on_webgpu_matches_reference() {
+    check_minilm(DType::F16, 0.9999);
+}
+
+#[test]
+#[ignore = "needs the MiniLM checkpoint (wgllm pull minilm)"]
+fn minilm_q8_0_on_webgpu_matches_reference() {
+    check_minilm(DType::Q8_0, 0.999);
+}
