@@ -8,8 +8,11 @@
 //! - One scheduler thread owns the model and runs continuous batching over `--parallel` slots
 //!   (`scheduler`); requests wait in a bounded queue, and a full queue is a 503 with
 //!   `Retry-After`.
+//! - An embedding model is served by `embed` instead: `POST /v1/embeddings`, its inputs merged
+//!   into the model's batches. Each kind answers the other's routes with a 400 naming the kind.
 
 pub mod api;
+pub mod embed;
 pub mod error;
 pub mod metrics;
 mod routes;
@@ -107,20 +110,48 @@ impl App {
     }
 }
 
+/// What [`serve`] runs: the routes of one loaded model, and how its work ends at shutdown.
+pub trait Service: Send + Sync + 'static {
+    /// Every route, over the shared state.
+    fn router(self: Arc<Self>) -> axum::Router;
+    /// Stops taking work (what is queued still ends, as the kind's docs say).
+    fn close(&self);
+}
+
+impl Service for App {
+    fn router(self: Arc<Self>) -> axum::Router {
+        routes::router(self)
+    }
+
+    fn close(&self) {
+        self.engine.close();
+    }
+}
+
+impl Service for embed::EmbedApp {
+    fn router(self: Arc<Self>) -> axum::Router {
+        embed::router(self)
+    }
+
+    fn close(&self) {
+        embed::EmbedApp::close(self);
+    }
+}
+
 /// Serves `app` on `listener` until `shutdown` completes. Then no connection is accepted, and
 /// every request in flight or waiting ends at the next step with a 503 (an error chunk when
 /// streamed) instead of generating to the end; this returns once their answers are sent.
-pub async fn serve(
+pub async fn serve<S: Service>(
     listener: tokio::net::TcpListener,
-    app: Arc<App>,
+    app: Arc<S>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let closing = app.clone();
     let shutdown = async move {
         shutdown.await;
-        closing.engine.close();
+        closing.close();
     };
-    axum::serve(listener, routes::router(app))
+    axum::serve(listener, app.router())
         .with_graceful_shutdown(shutdown)
         .await
 }
@@ -140,9 +171,9 @@ pub async fn ctrl_c() {
 /// Binds `addr` (`host:port`) and serves `app` until Ctrl-C, on a runtime of its own;
 /// `on_listen` is told the bound address once connections are accepted. After Ctrl-C the
 /// requests in flight end (see [`serve`]); a second Ctrl-C exits at once (status 130).
-pub fn serve_blocking(
+pub fn serve_blocking<S: Service>(
     addr: &str,
-    app: Arc<App>,
+    app: Arc<S>,
     on_listen: impl FnOnce(std::net::SocketAddr),
 ) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()

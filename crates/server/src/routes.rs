@@ -31,6 +31,7 @@ pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
+        .route("/v1/embeddings", post(no_embeddings))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
@@ -45,6 +46,17 @@ async fn chat(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) 
 
 async fn completions(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Response {
     generate(app, Endpoint::Completion, body).await
+}
+
+async fn no_embeddings(State(app): State<Arc<App>>) -> ApiError {
+    ApiError::bad_param(
+        "model",
+        format!(
+            "The model '{}' generates text: /v1/embeddings needs an embedding model (bert), served by `wgllm serve -m EMBEDDER`",
+            app.cfg.model_id
+        ),
+    )
+    .with_code("model_not_supported")
 }
 
 async fn models(State(app): State<Arc<App>>) -> Json<Value> {

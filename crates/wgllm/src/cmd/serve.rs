@@ -1,5 +1,6 @@
 //! `wgllm serve`: an OpenAI-compatible HTTP server over one model, with `--parallel` slots whose
-//! decoding steps run batched (continuous batching; see the `wgllm-server` crate).
+//! decoding steps run batched (continuous batching; see the `wgllm-server` crate); an embedding
+//! model is served on `/v1/embeddings` instead.
 
 use std::io::Write;
 use std::time::Instant;
@@ -8,8 +9,10 @@ use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use wgllm_core::DType;
 use wgllm_gguf::GgufFile;
+use wgllm_models::embed::is_embedding_model;
 use wgllm_models::tokenizer::Tokenizer;
-use wgllm_models::{Architecture, Session, SessionConfig};
+use wgllm_models::{Architecture, EmbedConfig, Session, SessionConfig};
+use wgllm_server::embed::{EmbedApp, EmbedServerConfig};
 use wgllm_server::{App, ServerConfig};
 
 use super::backend::BackendArgs;
@@ -17,8 +20,9 @@ use super::backend::BackendArgs;
 /// Arguments of `wgllm serve`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// GGUF file, a known model name (`smollm2`, `gemma3-270m`) or `hf:OWNER/REPO/FILE.gguf`;
-    /// default: smollm2, downloaded on first use.
+    /// GGUF file, a known model name (`smollm2`, `gemma3-270m`, `minilm`) or
+    /// `hf:OWNER/REPO/FILE.gguf`; default: smollm2, downloaded on first use. An embedding model
+    /// (bert) serves POST /v1/embeddings.
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
     #[command(flatten)]
@@ -54,8 +58,63 @@ pub struct Args {
     /// slot and runs only the rest of its prompt).
     #[arg(long)]
     pub no_prompt_cache: bool,
+    /// An embedding model's batches: at most this many tokens (inputs × padded length) in one
+    /// graph run; the requests waiting are merged into them.
+    #[arg(long, default_value_t = EmbedConfig::default().batch_tokens, value_name = "N")]
+    pub batch_tokens: u32,
     #[command(flatten)]
     pub backend: BackendArgs,
+}
+
+/// The model id of `path` (its file name without the extension).
+fn model_id(path: &std::path::Path) -> String {
+    path.file_stem()
+        .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned())
+}
+
+/// Prints the line scripts wait for (stdout, flushed).
+fn listening(out: &mut impl Write, a: std::net::SocketAddr) {
+    let _ = writeln!(out, "wgllm: listening on http://{a}");
+    let _ = out.flush();
+}
+
+/// Serves an embedding model until Ctrl-C.
+fn serve_embedder(
+    args: &Args,
+    file: GgufFile,
+    path: &std::path::Path,
+    out: &mut impl Write,
+) -> Result<()> {
+    let t0 = Instant::now();
+    let backend_args = args.backend.clone();
+    let described = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let desc = described.clone();
+    let backend = Box::new(move || -> Result<Box<dyn wgllm_core::Backend>> {
+        let (backend, d) = backend_args.open()?;
+        if let Ok(mut slot) = desc.lock() {
+            *slot = d;
+        }
+        Ok(backend)
+    });
+    let model_id = model_id(path);
+    let cfg = EmbedServerConfig {
+        model_id: model_id.clone(),
+        queue: args.queue,
+        max_body_bytes: args.max_body,
+        embed: EmbedConfig {
+            batch_tokens: args.batch_tokens,
+            ..EmbedConfig::default()
+        },
+    };
+    let app = EmbedApp::start(backend, file, cfg)?;
+    let on = described.lock().map(|d| d.clone()).unwrap_or_default();
+    eprintln!(
+        "wgllm: {model_id} on {on}, embeddings of {} values on /v1/embeddings, loaded in {:.2} s",
+        app.dim(),
+        t0.elapsed().as_secs_f64()
+    );
+    let addr = format!("{}:{}", args.host, args.port);
+    wgllm_server::serve_blocking(&addr, app, |a| listening(out, a))
 }
 
 /// Loads the model and serves until Ctrl-C (see `wgllm_server::serve_blocking`).
@@ -66,14 +125,15 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let path = super::pull::resolve_model(args.model.as_deref(), &args.hub)?;
     let t0 = Instant::now();
     let file = GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    if is_embedding_model(&file) {
+        return serve_embedder(args, file, &path, out);
+    }
     let tokenizer = Tokenizer::from_gguf(&file)?;
     let n_ctx = args
         .ctx
         .min(Architecture::from_gguf(&file)?.n_ctx_train())
         .max(2);
-    let model_id = path
-        .file_stem()
-        .map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
+    let model_id = model_id(&path);
     let cfg = SessionConfig {
         n_ctx,
         ubatch: args.ubatch,
@@ -111,9 +171,5 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         t0.elapsed().as_secs_f64()
     );
     let addr = format!("{}:{}", args.host, args.port);
-    wgllm_server::serve_blocking(&addr, app, |a| {
-        // The line scripts wait for (stdout, flushed).
-        let _ = writeln!(out, "wgllm: listening on http://{a}");
-        let _ = out.flush();
-    })
+    wgllm_server::serve_blocking(&addr, app, |a| listening(out, a))
 }
