@@ -114,6 +114,9 @@ pub struct Args {
     /// Seed of the random tokens (and of the sampler with --sample).
     #[arg(long, default_value_t = 1234)]
     pub seed: u64,
+    /// Embedding models: inputs per batch, comma-separated (each of every -p length).
+    #[arg(long, value_delimiter = ',', default_value = "1,32,256")]
+    pub batch: Vec<usize>,
     /// tg samples with `wgllm run`'s default sampler (temperature 0.8, top-k 40, top-p 0.95,
     /// min-p 0.05), each token drawn on the device, instead of greedy decoding.
     #[arg(long)]
@@ -540,6 +543,13 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     }
     let path = super::pull::resolve_model(args.model.as_deref(), &args.hub)?;
     let file = GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?;
+    if wgllm_models::embed::is_embedding_model(&file) {
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        );
+        return super::bench_embed::run(args, &file, &name, out);
+    }
     let arch = Architecture::from_gguf(&file)?;
     let name = path.file_name().map_or_else(
         || path.display().to_string(),

@@ -7,6 +7,7 @@ use clap::Subcommand;
 
 pub mod backend;
 pub mod bench;
+pub mod bench_embed;
 pub mod chat;
 pub mod convert;
 pub mod devices;

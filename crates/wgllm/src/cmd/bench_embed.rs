@@ -1,0 +1,139 @@
+//! `wgllm bench` on an embedding model: embeddings/s for batches of `--batch` inputs of each
+//! `-p` length (each input exactly that many tokens), timed over whole `Embedder::embed_ids`
+//! calls: upload, every layer, pooling, normalisation and read-back, as a server's request pays
+//! them (tokenization excluded). Mean ± stddev over `-r` runs after a warm-up.
+
+use std::io::Write;
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use serde_json::json;
+use wgllm_gguf::GgufFile;
+use wgllm_models::{EmbedConfig, Embedder};
+
+use super::bench::{Args, Format};
+
+/// Warm-up runs repeat for at least this long (the GPU's clocks climb under load).
+const WARM_UP: std::time::Duration = std::time::Duration::from_millis(1500);
+
+/// One measured shape.
+struct Row {
+    batch: usize,
+    len: usize,
+    mean: f64,
+    std: f64,
+}
+
+/// `n` inputs of `len` tokens: [CLS], pseudo-random ids, [SEP] (ids from `seed`).
+fn inputs(e: &Embedder, n: usize, len: usize, seed: u64) -> Vec<Vec<u32>> {
+    let tok = e.tokenizer();
+    let (first, last) = (tok.bos().unwrap_or(0), tok.sep().unwrap_or(0));
+    let vocab = tok.vocab_size() as u64;
+    // Past BERT's reserved and special ids (the first 1,000), in a vocabulary that has them.
+    let lo = 1000.min(vocab / 2);
+    let mut state = seed;
+    (0..n)
+        .map(|_| {
+            (0..len)
+                .map(|i| match i {
+                    0 => first,
+                    i if i == len - 1 => last,
+                    _ => {
+                        state = state
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        (lo + (state >> 33) % (vocab - lo)) as u32
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Times every (batch, length) pair and prints the table.
+pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Result<()> {
+    let (backend, desc) = args.backend.open()?;
+    let lens: Vec<usize> = args.n_prompt.iter().copied().filter(|&p| p > 0).collect();
+    if lens.is_empty() || args.batch.contains(&0) {
+        bail!("an embedding benchmark needs -p lengths and --batch sizes of at least 1");
+    }
+    let batch_tokens = args
+        .batch
+        .iter()
+        .flat_map(|&b| lens.iter().map(move |&l| b * l.next_power_of_two()))
+        .max()
+        .unwrap_or(1) as u32;
+    let cfg = EmbedConfig {
+        batch_tokens,
+        max_seqs: args.batch.iter().copied().max().unwrap_or(1) as u32,
+        ..EmbedConfig::default()
+    };
+    let mut e = Embedder::new(backend.as_ref(), file, cfg)?;
+    let mut rows = Vec::new();
+    for &len in &lens {
+        if len > e.max_tokens() {
+            bail!(
+                "-p {len}: the model takes at most {} tokens",
+                e.max_tokens()
+            );
+        }
+        for &batch in &args.batch {
+            let ids = inputs(&e, batch, len, args.seed);
+            let t0 = Instant::now();
+            e.embed_ids(&ids, true)?;
+            while t0.elapsed() < WARM_UP {
+                e.embed_ids(&ids, true)?;
+            }
+            let mut secs = Vec::with_capacity(args.reps);
+            for _ in 0..args.reps {
+                let t = Instant::now();
+                e.embed_ids(&ids, true)?;
+                secs.push(t.elapsed().as_secs_f64());
+            }
+            let rates: Vec<f64> = secs.iter().map(|s| batch as f64 / s).collect();
+            let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+            let var = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / rates.len() as f64;
+            rows.push(Row {
+                batch,
+                len,
+                mean,
+                std: var.sqrt(),
+            });
+        }
+    }
+    match args.output {
+        Format::Json => {
+            let rows: Vec<_> = rows
+                .iter()
+                .map(|r| json!({"batch": r.batch, "tokens": r.len, "embeddings_per_s": r.mean, "stddev": r.std}))
+                .collect();
+            writeln!(
+                out,
+                "{:#}",
+                json!({"model": name, "backend": desc, "rows": rows})
+            )?;
+        }
+        Format::Md | Format::Csv => {
+            writeln!(
+                out,
+                "model: {name}, {} pooling, on {desc}",
+                e.pooling().name()
+            )?;
+            writeln!(out)?;
+            writeln!(out, "| batch | tokens | embeddings/s | tokens/s |")?;
+            writeln!(out, "| ---: | ---: | ---: | ---: |")?;
+            for r in &rows {
+                writeln!(
+                    out,
+                    "| {} | {} | {:.1} ± {:.1} | {:.0} |",
+                    r.batch,
+                    r.len,
+                    r.mean,
+                    r.std,
+                    r.mean * r.len as f64
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
