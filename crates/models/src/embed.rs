@@ -5,6 +5,11 @@
 //! model's positions, `n_seq · n_len` at most [`EmbedConfig::batch_tokens`]), and runs each
 //! batch as one encoder graph. A graph is compiled once per batch shape and kept, as a session
 //! keeps its step graphs. No KV cache: every run starts from the inputs alone.
+//!
+//! The embedder owns no backend: each call takes the one to run on, and the graphs it compiled
+//! there are kept for the next call, which must pass the same backend (another is refused).
+//! Reads are awaited ([`Embedder::embed_ids_async`], the browser's way); the blocking calls
+//! wrap them for backends whose reads complete at once.
 
 use std::collections::HashMap;
 
@@ -13,6 +18,7 @@ use wgllm_gguf::GgufFile;
 
 use crate::arch::bert::{build_encode, BertConfig, EncodeGraph, EncodeShape, Pooling};
 use crate::error::ModelError;
+use crate::session::now;
 use crate::tokenizer::Tokenizer;
 
 /// Architectures [`Embedder`] runs.
@@ -58,9 +64,10 @@ struct Compiled {
 }
 
 /// An embedding model ready to embed; see the module doc.
-pub struct Embedder<'a> {
-    backend: &'a dyn Backend,
-    file: &'a GgufFile,
+pub struct Embedder {
+    file: GgufFile,
+    /// The backend the graphs were compiled on (its name), once one was.
+    compiled_on: Option<String>,
     config: BertConfig,
     tokenizer: Tokenizer,
     cfg: EmbedConfig,
@@ -74,14 +81,10 @@ pub fn is_embedding_model(file: &GgufFile) -> bool {
         .is_ok_and(|a| EMBEDDING_ARCHS.contains(&a))
 }
 
-impl<'a> Embedder<'a> {
-    /// Reads the model's hyperparameters and tokenizer; graphs are compiled on `backend` as
-    /// batch shapes first occur.
-    pub fn new(
-        backend: &'a dyn Backend,
-        file: &'a GgufFile,
-        cfg: EmbedConfig,
-    ) -> Result<Embedder<'a>, ModelError> {
+impl Embedder {
+    /// Reads the model's hyperparameters and tokenizer; graphs are compiled on the backend of
+    /// the first call as batch shapes first occur.
+    pub fn new(file: &GgufFile, cfg: EmbedConfig) -> Result<Embedder, ModelError> {
         let arch = file.architecture()?;
         if !EMBEDDING_ARCHS.contains(&arch) {
             return Err(ModelError::UnknownArchitecture {
@@ -102,8 +105,8 @@ impl<'a> Embedder<'a> {
             )));
         }
         Ok(Embedder {
-            backend,
-            file,
+            file: file.clone(),
+            compiled_on: None,
             pooling: cfg.pooling.unwrap_or(config.pooling),
             config,
             tokenizer,
@@ -168,25 +171,48 @@ impl<'a> Embedder<'a> {
         Ok(ids)
     }
 
-    /// The embeddings of `inputs` (token ids each, as [`Embedder::tokenize`] makes them), in
-    /// order: with pooling, one vector of [`Embedder::dim`] values per input; without, the
-    /// token states one after another. `normalize` scales each vector to unit length.
+    /// The embeddings of `inputs` (token ids each, as [`Embedder::tokenize`] makes them) on
+    /// `backend`, in order: with pooling, one vector of [`Embedder::dim`] values per input;
+    /// without, the token states one after another. `normalize` scales each vector to unit
+    /// length.
     pub fn embed_ids(
         &mut self,
+        backend: &dyn Backend,
         inputs: &[Vec<u32>],
         normalize: bool,
     ) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.embed_ids_with(inputs, normalize, |_| {})
+        now(self.embed_ids_async(backend, inputs, normalize, |_| {}))
     }
 
     /// [`Embedder::embed_ids`], calling `done` with the number of inputs finished after each
     /// batch (for progress bars).
     pub fn embed_ids_with(
         &mut self,
+        backend: &dyn Backend,
+        inputs: &[Vec<u32>],
+        normalize: bool,
+        done: impl FnMut(usize),
+    ) -> Result<Vec<Vec<f32>>, ModelError> {
+        now(self.embed_ids_async(backend, inputs, normalize, done))
+    }
+
+    /// [`Embedder::embed_ids_with`] awaiting the backend's reads.
+    pub async fn embed_ids_async(
+        &mut self,
+        backend: &dyn Backend,
         inputs: &[Vec<u32>],
         normalize: bool,
         mut done: impl FnMut(usize),
     ) -> Result<Vec<Vec<f32>>, ModelError> {
+        let name = backend.name();
+        match &self.compiled_on {
+            Some(on) if *on != name => {
+                return Err(ModelError::BadSession(format!(
+                    "this embedder's graphs were compiled on the {on} backend, not {name}"
+                )))
+            }
+            _ => self.compiled_on = Some(name),
+        }
         for (i, ids) in inputs.iter().enumerate() {
             if ids.is_empty() || ids.len() > self.max_tokens() {
                 return Err(ModelError::BadSession(format!(
@@ -208,7 +234,7 @@ impl<'a> Embedder<'a> {
             let fit = (self.cfg.batch_tokens / len).clamp(1, self.cfg.max_seqs) as usize;
             let end = (start + fit).min(order.len());
             let batch: Vec<&[u32]> = order[start..end].iter().map(|&i| &inputs[i][..]).collect();
-            let rows = self.run_batch(&batch, len, normalize)?;
+            let rows = self.run_batch(backend, &batch, len, normalize).await?;
             for (&i, row) in order[start..end].iter().zip(rows) {
                 out[i] = row;
             }
@@ -225,8 +251,9 @@ impl<'a> Embedder<'a> {
     }
 
     /// Runs one batch, its sequences padded to `len` tokens and their count to a power of two.
-    fn run_batch(
+    async fn run_batch(
         &mut self,
+        backend: &dyn Backend,
         batch: &[&[u32]],
         len: u32,
         normalize: bool,
@@ -242,8 +269,8 @@ impl<'a> Embedder<'a> {
             pooling: self.pooling,
         };
         if !self.compiled.contains_key(&shape) {
-            let graph = build_encode(&self.config, self.file, shape)?;
-            let exe = self.backend.compile(&graph.graph)?;
+            let graph = build_encode(&self.config, &self.file, shape)?;
+            let exe = backend.compile(&graph.graph)?;
             self.compiled.insert(shape, Compiled { graph, exe });
         }
         let c = self
@@ -268,7 +295,7 @@ impl<'a> Embedder<'a> {
         } else {
             g.embeddings
         };
-        let values = f32s(&c.exe.read(result)?);
+        let values = f32s(&c.exe.read_async(result).await?);
         let e = self.config.n_embd as usize;
         let len = len as usize;
         Ok(batch

@@ -55,16 +55,16 @@ pub fn compare_embeddings(
     file: &GgufFile,
     fx: &EmbedFixture,
 ) -> Result<Vec<EmbedReport>, ModelError> {
-    let mut e = Embedder::new(backend, file, EmbedConfig::default())?;
+    let mut e = Embedder::new(file, EmbedConfig::default())?;
     let ids = fx
         .texts
         .iter()
         .map(|c| e.tokenize(&c.text, Truncate::No))
         .collect::<Result<Vec<_>, _>>()?;
-    let batched = e.embed_ids(&ids, false)?;
+    let batched = e.embed_ids(backend, &ids, false)?;
     let mut out = Vec::new();
     for ((case, ids), got) in fx.texts.iter().zip(&ids).zip(&batched) {
-        let alone = e.embed_ids(std::slice::from_ref(ids), false)?;
+        let alone = e.embed_ids(backend, std::slice::from_ref(ids), false)?;
         let (nr, ng) = (norm(&case.embedding), norm(got));
         out.push(EmbedReport {
             text: case.text.clone(),

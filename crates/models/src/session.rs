@@ -821,7 +821,8 @@ pub(crate) fn now<T>(f: impl Future<Output = Result<T, ModelError>>) -> Result<T
     match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(r) => r,
         Poll::Pending => Err(ModelError::BadSession(
-            "this backend's reads must be awaited: use Session::step_async or generate_async"
+            "this backend's reads must be awaited: use the async calls (Session::step_async, \
+             generate_async, Embedder::embed_ids_async)"
                 .into(),
         )),
     }

@@ -52,12 +52,14 @@ fn a_batch_gives_what_each_input_gives_alone() {
         batch_tokens: 128,
         ..EmbedConfig::default()
     };
-    let mut e = Embedder::new(&CpuBackend, &f, cfg).unwrap();
+    let mut e = Embedder::new(&f, cfg).unwrap();
     let ids = ids(&e, &TEXTS);
     assert_eq!(ids[3], vec![101, 102], "an empty text is [CLS] [SEP]");
-    let batched = e.embed_ids(&ids, false).unwrap();
+    let batched = e.embed_ids(&CpuBackend, &ids, false).unwrap();
     for (i, one) in ids.iter().enumerate() {
-        let alone = e.embed_ids(std::slice::from_ref(one), false).unwrap();
+        let alone = e
+            .embed_ids(&CpuBackend, std::slice::from_ref(one), false)
+            .unwrap();
         assert_eq!(alone[0].len(), 64);
         let d = alone[0]
             .iter()
@@ -76,25 +78,25 @@ fn pooling_and_normalisation_follow_the_token_states() {
         pooling: Some(Pooling::None),
         ..EmbedConfig::default()
     };
-    let mut tokens = Embedder::new(&CpuBackend, &f, none).unwrap();
-    let mut mean = Embedder::new(&CpuBackend, &f, EmbedConfig::default()).unwrap();
+    let mut tokens = Embedder::new(&f, none).unwrap();
+    let mut mean = Embedder::new(&f, EmbedConfig::default()).unwrap();
     assert_eq!(mean.pooling(), Pooling::Mean, "the file's pooling");
     let cls_cfg = EmbedConfig {
         pooling: Some(Pooling::Cls),
         ..EmbedConfig::default()
     };
-    let mut cls = Embedder::new(&CpuBackend, &f, cls_cfg).unwrap();
+    let mut cls = Embedder::new(&f, cls_cfg).unwrap();
     let last_cfg = EmbedConfig {
         pooling: Some(Pooling::Last),
         ..EmbedConfig::default()
     };
-    let mut last = Embedder::new(&CpuBackend, &f, last_cfg).unwrap();
+    let mut last = Embedder::new(&f, last_cfg).unwrap();
     let ids = ids(&mean, &TEXTS[..2]);
-    let states = tokens.embed_ids(&ids, false).unwrap();
-    let means = mean.embed_ids(&ids, false).unwrap();
-    let firsts = cls.embed_ids(&ids, false).unwrap();
-    let lasts = last.embed_ids(&ids, false).unwrap();
-    let units = mean.embed_ids(&ids, true).unwrap();
+    let states = tokens.embed_ids(&CpuBackend, &ids, false).unwrap();
+    let means = mean.embed_ids(&CpuBackend, &ids, false).unwrap();
+    let firsts = cls.embed_ids(&CpuBackend, &ids, false).unwrap();
+    let lasts = last.embed_ids(&CpuBackend, &ids, false).unwrap();
+    let units = mean.embed_ids(&CpuBackend, &ids, true).unwrap();
     for (i, seq) in ids.iter().enumerate() {
         let rows: Vec<&[f32]> = states[i].chunks(64).collect();
         assert_eq!(rows.len(), seq.len());
@@ -116,7 +118,7 @@ fn pooling_and_normalisation_follow_the_token_states() {
 #[test]
 fn long_inputs_are_refused_or_cut_keeping_the_separator() {
     let f = tiny_bert();
-    let e = Embedder::new(&CpuBackend, &f, EmbedConfig::default()).unwrap();
+    let e = Embedder::new(&f, EmbedConfig::default()).unwrap();
     let long = "word ".repeat(100);
     let err = e.tokenize(&long, Truncate::No).unwrap_err();
     assert!(
@@ -131,12 +133,20 @@ fn long_inputs_are_refused_or_cut_keeping_the_separator() {
 #[test]
 fn bad_inputs_are_errors_naming_the_cause() {
     let f = tiny_bert();
-    let mut e = Embedder::new(&CpuBackend, &f, EmbedConfig::default()).unwrap();
-    let err = e.embed_ids(&[vec![]], false).unwrap_err().to_string();
+    let mut e = Embedder::new(&f, EmbedConfig::default()).unwrap();
+    let err = e
+        .embed_ids(&CpuBackend, &[vec![]], false)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("input 0 has 0 tokens"), "{err}");
-    let err = e.embed_ids(&[vec![101, 5000]], false).unwrap_err();
+    let err = e
+        .embed_ids(&CpuBackend, &[vec![101, 5000]], false)
+        .unwrap_err();
     assert!(matches!(err, ModelError::BadToken(5000)), "{err}");
-    let err = e.embed_ids(&[vec![1; 65]], false).unwrap_err().to_string();
+    let err = e
+        .embed_ids(&CpuBackend, &[vec![1; 65]], false)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("65 tokens"), "{err}");
 }
 
@@ -150,7 +160,7 @@ fn encoders_and_decoders_refuse_each_others_runner() {
     assert!(err.contains("is an embedding model"), "{err}");
     let bytes = model_gguf(SynthArch::Llama, &LlamaShape::TINY, DType::F32, 1).unwrap();
     let llama = GgufFile::from_bytes(bytes.into()).unwrap();
-    let err = Embedder::new(&CpuBackend, &llama, EmbedConfig::default())
+    let err = Embedder::new(&llama, EmbedConfig::default())
         .err()
         .expect("a llama file is no embedder")
         .to_string();

@@ -102,7 +102,7 @@ impl EmbedApp {
                         return;
                     }
                 };
-                let embedder = match Embedder::new(backend.as_ref(), &file, embed_cfg) {
+                let embedder = match Embedder::new(&file, embed_cfg) {
                     Ok(e) => e,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e.to_string()));
@@ -110,7 +110,7 @@ impl EmbedApp {
                     }
                 };
                 let _ = ready_tx.send(Ok(()));
-                model_loop(embedder, rx, &c);
+                model_loop(backend.as_ref(), embedder, rx, &c);
             })?;
         ready_rx
             .recv()
@@ -145,7 +145,7 @@ impl EmbedApp {
 }
 
 /// The model thread: a request, then every other one waiting, in one call of the embedder.
-fn model_loop(mut embedder: Embedder<'_>, rx: Receiver<Job>, c: &Counters) {
+fn model_loop(backend: &dyn Backend, mut embedder: Embedder, rx: Receiver<Job>, c: &Counters) {
     while let Ok(first) = rx.recv() {
         let mut jobs = vec![first];
         let mut n = jobs[0].inputs.len();
@@ -160,7 +160,7 @@ fn model_loop(mut embedder: Embedder<'_>, rx: Receiver<Job>, c: &Counters) {
         }
         let all: Vec<Vec<u32>> = jobs.iter().flat_map(|j| j.inputs.clone()).collect();
         c.passes.fetch_add(1, Ordering::Relaxed);
-        match embedder.embed_ids(&all, true) {
+        match embedder.embed_ids(backend, &all, true) {
             Ok(vecs) => {
                 let mut vecs = vecs.into_iter();
                 for j in jobs {

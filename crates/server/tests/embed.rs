@@ -66,12 +66,12 @@ async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
 /// The unit vectors the embedder itself gives.
 fn expected(texts: &[&str]) -> Vec<Vec<f32>> {
     let f = bert();
-    let mut e = Embedder::new(&CpuBackend, &f, EmbedConfig::default()).unwrap();
+    let mut e = Embedder::new(&f, EmbedConfig::default()).unwrap();
     let ids: Vec<Vec<u32>> = texts
         .iter()
         .map(|t| e.tokenize(t, Truncate::No).unwrap())
         .collect();
-    e.embed_ids(&ids, true).unwrap()
+    e.embed_ids(&CpuBackend, &ids, true).unwrap()
 }
 
 fn floats(v: &Value) -> Vec<f32> {

@@ -121,6 +121,34 @@ impl WebEngine {
         self.run(&ids, max_tokens, temperature, &on_text).await
     }
 
+    /// Embeddings of `texts` (an array of strings) with the loaded embedding model: resolves
+    /// to an array of `Float32Array`s, one per text, unit length when `normalize`. A text
+    /// longer than the model's positions is cut when `truncate`, else the call rejects.
+    pub async fn embed(
+        &mut self,
+        texts: js_sys::Array,
+        normalize: bool,
+        truncate: bool,
+    ) -> Result<js_sys::Array, JsError> {
+        let mut list = Vec::new();
+        for (i, t) in texts.iter().enumerate() {
+            list.push(
+                t.as_string()
+                    .ok_or_else(|| JsError::new(&format!("texts[{i}] must be a string")))?,
+            );
+        }
+        let vecs = self
+            .inner
+            .embed(&list, normalize, truncate)
+            .await
+            .map_err(js_err)?;
+        let out = js_sys::Array::new();
+        for v in vecs {
+            out.push(&js_sys::Float32Array::from(&v[..]));
+        }
+        Ok(out)
+    }
+
     /// Runs the op-table cases whose op is in `ops` (comma-separated; empty: all) and whose
     /// name contains `filter` on this engine's backend against the CPU reference. Resolves to
     /// `{passed, unsupported, problems: [string]}`.

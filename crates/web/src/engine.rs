@@ -1,6 +1,6 @@
 //! The browser's model runner, free of JavaScript types so it also runs (and is tested) natively:
 //! open a backend without blocking, load a GGUF held in memory or streamed in chunks, generate
-//! with a text callback.
+//! with a text callback, or, for an embedding model (BERT), embed texts.
 //!
 //! Streamed loads ([`Engine::begin_stream`], [`Engine::feed`], [`Engine::finish_stream`]) on
 //! WebGPU never hold the file: [`GgufStream`] buffers the header, then each piece of tensor data
@@ -12,10 +12,14 @@ use bytes::Bytes;
 use wgllm_core::{Backend, DType};
 use wgllm_cpu::CpuBackend;
 use wgllm_gguf::{GgufError, GgufFile, GgufStream, StreamEvent};
+use wgllm_models::arch::bert::BertConfig;
+use wgllm_models::embed::is_embedding_model;
 use wgllm_models::generate::{generate_async, reusable_prefix, GenStats};
 use wgllm_models::sampler::{Sampler, SamplerConfig};
 use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
-use wgllm_models::{Architecture, ModelError, Session, SessionConfig};
+use wgllm_models::{
+    Architecture, EmbedConfig, Embedder, ModelError, Session, SessionConfig, Truncate,
+};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
 
 /// Why the engine could not do what was asked.
@@ -31,6 +35,12 @@ pub enum WebError {
     Tokenizer(#[from] wgllm_models::tokenizer::TokenizerError),
     #[error("no model is loaded")]
     NoModel,
+    #[error(
+        "the loaded model is an embedding model: it embeds texts (embed), it does not generate"
+    )]
+    NotGenerating,
+    #[error("the loaded model generates text; embeddings need an embedding model (bert)")]
+    NotEmbedding,
     #[error("no streamed load is in progress (begin_stream first)")]
     NoStream,
     /// Reading the stream itself failed (a network error, a cancelled download).
@@ -81,6 +91,9 @@ impl Default for EngineConfig {
     }
 }
 
+/// An embedding model's batches in a tab: at most this many tokens a graph run.
+const EMBED_BATCH_TOKENS: u32 = 2048;
+
 /// A loaded model.
 struct Model {
     session: Session,
@@ -125,7 +138,17 @@ pub struct Engine {
     f16: bool,
     config: EngineConfig,
     model: Option<Model>,
+    /// The loaded embedding model and its summary (then `model` is none).
+    embedder: Option<(Embedder, String)>,
     loading: Option<Loading>,
+}
+
+/// The backend `dev` opened.
+fn backend_of(dev: &Dev) -> &dyn Backend {
+    match dev {
+        Dev::Gpu(b) => b.as_ref(),
+        Dev::Cpu(b) => b,
+    }
 }
 
 impl Engine {
@@ -149,16 +172,14 @@ impl Engine {
             f16,
             config,
             model: None,
+            embedder: None,
             loading: None,
         })
     }
 
     /// The opened backend.
     pub fn backend(&self) -> &dyn Backend {
-        match &self.dev {
-            Dev::Gpu(b) => b.as_ref(),
-            Dev::Cpu(b) => b,
-        }
+        backend_of(&self.dev)
     }
 
     /// What runs the model, e.g. `"swiftshader (BrowserWebGpu, Cpu)"`.
@@ -178,6 +199,7 @@ impl Engine {
     /// Drops the model, a load in progress and any weights on the device.
     fn unload(&mut self) {
         self.model = None;
+        self.embedder = None;
         self.loading = None;
         if let Dev::Gpu(gpu) = &self.dev {
             gpu.drop_resident_weights();
@@ -187,6 +209,24 @@ impl Engine {
     /// Compiles the step graphs of `file` (whose weights are in it, or resident on the device)
     /// and makes it the loaded model.
     fn install(&mut self, file: &GgufFile, tokenizer: Tokenizer) -> Result<String, WebError> {
+        if is_embedding_model(file) {
+            let cfg = EmbedConfig {
+                batch_tokens: EMBED_BATCH_TOKENS,
+                ..EmbedConfig::default()
+            };
+            let e = Embedder::new(file, cfg)?;
+            let name = file.get_str("general.name").unwrap_or("model");
+            let summary = format!(
+                "{name}: {} embeddings of {} values, {} pooling, {} tensors, {:.1} MB",
+                file.architecture()?,
+                e.dim(),
+                e.pooling().name(),
+                file.tensors().len(),
+                file.file_len() as f64 / 1e6,
+            );
+            self.embedder = Some((e, summary.clone()));
+            return Ok(summary);
+        }
         let cfg = SessionConfig {
             n_ctx: self.config.n_ctx,
             ubatch: self.config.ubatch,
@@ -317,13 +357,53 @@ impl Engine {
 
     /// The loaded model's summary, if any.
     pub fn model_summary(&self) -> Option<&str> {
-        self.model.as_ref().map(|m| m.summary.as_str())
+        match (&self.model, &self.embedder) {
+            (Some(m), _) => Some(m.summary.as_str()),
+            (None, Some((_, summary))) => Some(summary.as_str()),
+            (None, None) => None,
+        }
+    }
+
+    /// The loaded model, for generation.
+    fn generator(&self) -> Result<&Model, WebError> {
+        match (&self.model, &self.embedder) {
+            (Some(m), _) => Ok(m),
+            (None, Some(_)) => Err(WebError::NotGenerating),
+            (None, None) => Err(WebError::NoModel),
+        }
+    }
+
+    /// The embeddings of `texts`, one vector per text (unit length when `normalize`), in
+    /// order; a text longer than the model's positions is cut to fit under `truncate`, else
+    /// refused.
+    pub async fn embed(
+        &mut self,
+        texts: &[String],
+        normalize: bool,
+        truncate: bool,
+    ) -> Result<Vec<Vec<f32>>, WebError> {
+        let e = match (&mut self.embedder, &self.model) {
+            (Some((e, _)), _) => e,
+            (None, Some(_)) => return Err(WebError::NotEmbedding),
+            (None, None) => return Err(WebError::NoModel),
+        };
+        let truncate = if truncate {
+            Truncate::Yes
+        } else {
+            Truncate::No
+        };
+        let ids = texts
+            .iter()
+            .map(|t| e.tokenize(t, truncate))
+            .collect::<Result<Vec<_>, _>>()?;
+        let backend = backend_of(&self.dev);
+        Ok(e.embed_ids_async(backend, &ids, normalize, |_| {}).await?)
     }
 
     /// Token ids of `text`: wrapped in the model's chat template as one user message when
     /// `chat`, else as a raw completion prompt.
     pub fn prompt_ids(&self, text: &str, chat: bool) -> Result<Vec<u32>, WebError> {
-        let tok = &self.model.as_ref().ok_or(WebError::NoModel)?.tokenizer;
+        let tok = &self.generator()?.tokenizer;
         Ok(tok.prompt_ids(text, chat)?)
     }
 
@@ -334,7 +414,7 @@ impl Engine {
 
     /// Token ids of a conversation in the model's chat template, opening the assistant's reply.
     pub fn chat_ids(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, WebError> {
-        let tok = &self.model.as_ref().ok_or(WebError::NoModel)?.tokenizer;
+        let tok = &self.generator()?.tokenizer;
         Ok(tok.chat_ids(messages)?)
     }
 
@@ -349,6 +429,7 @@ impl Engine {
         sampler: SamplerConfig,
         on_text: impl FnMut(&str) -> bool,
     ) -> Result<GenStats, WebError> {
+        self.generator()?;
         let m = self.model.as_mut().ok_or(WebError::NoModel)?;
         let common = reusable_prefix(&m.cached, prompt);
         m.session.truncate(common);
@@ -392,7 +473,11 @@ fn on_event(
     match event {
         StreamEvent::Header(file) => {
             // Refuse an unusable model before its weights are downloaded.
-            Architecture::from_gguf(file)?;
+            if is_embedding_model(file) {
+                BertConfig::from_gguf(file)?;
+            } else {
+                Architecture::from_gguf(file)?;
+            }
             *tokenizer = Some(Tokenizer::from_gguf(file)?);
             Ok(())
         }

@@ -5,14 +5,14 @@
 //! ## Design
 //! - [`engine`]: open a backend without blocking, load a GGUF held in memory or streamed in
 //!   chunks (on WebGPU each tensor goes to the device as it arrives, the file is never whole in
-//!   wasm memory), generate with a text callback. Free of JavaScript types, so the native
-//!   tests run it too.
+//!   wasm memory), generate with a text callback, or embed texts with an embedding model. Free
+//!   of JavaScript types, so the native tests run it too.
 //! - [`ops`]: a subset of the op table against the CPU reference, with awaited readbacks.
 //! - `stream` (wasm32 only): a JavaScript `ReadableStream` (`fetch(url).body`, `file.stream()`)
 //!   read chunk by chunk into a streamed load.
 //! - `bindings` (wasm32 only): the `wasm-bindgen` API the page in `web/` uses: `WebEngine`
 //!   (`open`, `load`, `loadStream`, `generate` and `generateChat` with a per-piece callback,
-//!   a conversation's earlier turns kept in the KV cache) and `runOps`.
+//!   a conversation's earlier turns kept in the KV cache), `embed` and `runOps`.
 //!
 //! The browser differs from native in three ways, each handled below this crate: nothing may
 //! block (device setup and readbacks are awaited: `WebGpuBackend::new_async`,

@@ -1,7 +1,8 @@
 //! In headless Chromium (wasm-bindgen-test, WebGPU on SwiftShader): the op-table subset a model
 //! needs matches the CPU reference, a synthetic model's greedy text on the browser's WebGPU
 //! equals the CPU backend's (run in the same wasm module), and so does the model streamed to
-//! the GPU from a JavaScript `ReadableStream` (`loadStream`'s path).
+//! the GPU from a JavaScript `ReadableStream` (`loadStream`'s path); a synthetic embedding
+//! model's vectors on the browser's WebGPU match the CPU backend's.
 //!
 //! Run: `CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 //! cargo test -p wgllm-web --target wasm32-unknown-unknown --test browser` with chromedriver on
@@ -100,4 +101,15 @@ async fn a_model_streamed_from_a_readable_stream_gives_the_cpu_greedy_text() {
         .to_string();
     assert!(err.contains("reaches past the end of the file"), "{err}");
     assert!(e.model_summary().is_none());
+}
+
+#[wasm_bindgen_test]
+async fn synthetic_embeddings_on_webgpu_match_the_cpu_backend() {
+    let cpu = common::embeddings(Device::Cpu).await;
+    let gpu = common::embeddings(Device::WebGpu).await;
+    assert_eq!(gpu.len(), common::EMBED_TEXTS.len());
+    for (c, g) in cpu.iter().zip(&gpu) {
+        let cos = common::cosine(c, g);
+        assert!(cos > 0.99999, "{cos}");
+    }
 }

@@ -276,3 +276,44 @@ fn smollm2_streamed_to_webgpu_gives_the_whole_file_greedy_text() {
     assert!(want.0.contains("Paris"), "{want:?}");
     assert_eq!(streamed, want);
 }
+
+#[test]
+fn an_embedding_model_embeds_alike_on_webgpu_and_cpu_and_refuses_to_generate() {
+    let cpu = pollster::block_on(common::embeddings(Device::Cpu));
+    let gpu = pollster::block_on(common::embeddings(Device::WebGpu));
+    assert_eq!(cpu.len(), common::EMBED_TEXTS.len());
+    for (c, g) in cpu.iter().zip(&gpu) {
+        assert_eq!(c.len(), 64);
+        assert!(common::cosine(c, g) > 0.99999, "{}", common::cosine(c, g));
+    }
+    let mut e = pollster::block_on(common::engine(Device::Cpu));
+    e.load(common::synth_bert().into()).unwrap();
+    let err = e.prompt_ids("hi", false).unwrap_err();
+    assert!(matches!(err, WebError::NotGenerating), "{err}");
+    let long = vec!["word ".repeat(40)];
+    let err = pollster::block_on(e.embed(&long, true, false)).unwrap_err();
+    assert!(err.to_string().contains("tokens"), "{err}");
+    let cut = pollster::block_on(e.embed(&long, true, true)).unwrap();
+    assert_eq!(cut[0].len(), 64);
+    e.load(common::synth_model().into()).unwrap();
+    let err = pollster::block_on(e.embed(&["hi".into()], true, false)).unwrap_err();
+    assert!(matches!(err, WebError::NotEmbedding), "{err}");
+}
+
+#[test]
+fn an_embedding_model_streamed_to_the_gpu_embeds_as_loaded_whole() {
+    let want = pollster::block_on(common::embeddings(Device::Cpu));
+    let model = common::synth_bert();
+    let mut e = pollster::block_on(common::engine(Device::WebGpu));
+    e.begin_stream(Some(model.len() as u64));
+    for chunk in model.chunks(777) {
+        e.feed(chunk).unwrap();
+    }
+    let summary = e.finish_stream().unwrap();
+    assert!(summary.contains("bert embeddings"), "{summary}");
+    let texts: Vec<String> = common::EMBED_TEXTS.iter().map(|t| t.to_string()).collect();
+    let got = pollster::block_on(e.embed(&texts, true, false)).unwrap();
+    for (w, g) in want.iter().zip(&got) {
+        assert!(common::cosine(w, g) > 0.99999);
+    }
+}

@@ -42,18 +42,21 @@ fn synthetic_bert_matches_the_cpu_backend() {
         ];
         let gpu = gpu();
         let cfg = EmbedConfig::default();
-        let mut on_gpu = Embedder::new(&gpu, &f, cfg).unwrap();
-        let mut on_cpu = Embedder::new(&CpuBackend, &f, cfg).unwrap();
+        let mut on_gpu = Embedder::new(&f, cfg).unwrap();
+        let mut on_cpu = Embedder::new(&f, cfg).unwrap();
         let ids: Vec<Vec<u32>> = texts
             .iter()
             .map(|t| on_cpu.tokenize(t, Truncate::No).unwrap())
             .collect();
-        let want = on_cpu.embed_ids(&ids, true).unwrap();
-        let got = on_gpu.embed_ids(&ids, true).unwrap();
+        let want = on_cpu.embed_ids(&CpuBackend, &ids, true).unwrap();
+        let got = on_gpu.embed_ids(&gpu, &ids, true).unwrap();
         for (i, (w, g)) in want.iter().zip(&got).enumerate() {
             let c = cosine(w, g);
             assert!(c > 0.99999, "{dtype} input {i}: cosine {c}");
         }
+        // Its graphs belong to the backend they were compiled on.
+        let err = on_cpu.embed_ids(&gpu, &ids, true).unwrap_err().to_string();
+        assert!(err.contains("compiled on the cpu backend"), "{err}");
     }
 }
 

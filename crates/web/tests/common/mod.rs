@@ -3,7 +3,7 @@
 
 use wgllm_core::DType;
 use wgllm_models::sampler::SamplerConfig;
-use wgllm_models::synth::{llama_gguf, LlamaShape};
+use wgllm_models::synth::{llama_gguf, model_gguf, LlamaShape, SynthArch};
 use wgllm_web::{Device, Engine, EngineConfig};
 
 /// A tiny llama with a byte-level vocabulary (n_vocab > 256: any text is one token per byte).
@@ -49,3 +49,36 @@ pub async fn greedy_loaded(engine: &mut Engine, max_tokens: usize) -> (String, u
 /// checked natively (`tests/engine.rs`) and in the browser (`tests/browser.rs`).
 pub const NATIVE_GREEDY_TEXT: &str =
     "<tok_292>\u{fffd}<\u{19}\u{fffd}G\u{fffd}]\u{0}<tok_292>T\u{fffd}";
+
+/// A tiny BERT (an embedding model) with a WordPiece vocabulary of lower-case letters.
+pub fn synth_bert() -> Vec<u8> {
+    let shape = LlamaShape {
+        n_head_kv: 4,
+        n_ctx_train: 64,
+        ..LlamaShape::TINY
+    };
+    model_gguf(SynthArch::Bert, &shape, DType::F16, 5).expect("synthetic bert")
+}
+
+/// Texts the embedding checks embed: of different lengths, one empty.
+pub const EMBED_TEXTS: [&str; 3] = ["hello browser", "", "a longer text, with words: 1, 2, 3!"];
+
+/// Unit embeddings of [`EMBED_TEXTS`] by [`synth_bert`] on `device`.
+pub async fn embeddings(device: Device) -> Vec<Vec<f32>> {
+    let mut e = engine(device).await;
+    let summary = e.load(synth_bert().into()).expect("load");
+    assert!(summary.contains("embeddings of 64 values"), "{summary}");
+    let texts: Vec<String> = EMBED_TEXTS.iter().map(|t| t.to_string()).collect();
+    e.embed(&texts, true, false).await.expect("embed")
+}
+
+/// Cosine similarity of two vectors.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(&x, &y)| f64::from(x) * f64::from(y))
+        .sum();
+    let n = |v: &[f32]| v.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+    dot / (n(a) * n(b))
+}

@@ -68,7 +68,8 @@ pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Re
         max_seqs: args.batch.iter().copied().max().unwrap_or(1) as u32,
         ..EmbedConfig::default()
     };
-    let mut e = Embedder::new(backend.as_ref(), file, cfg)?;
+    let mut e = Embedder::new(file, cfg)?;
+    let backend = backend.as_ref();
     let mut rows = Vec::new();
     for &len in &lens {
         if len > e.max_tokens() {
@@ -80,14 +81,14 @@ pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Re
         for &batch in &args.batch {
             let ids = inputs(&e, batch, len, args.seed);
             let t0 = Instant::now();
-            e.embed_ids(&ids, true)?;
+            e.embed_ids(backend, &ids, true)?;
             while t0.elapsed() < WARM_UP {
-                e.embed_ids(&ids, true)?;
+                e.embed_ids(backend, &ids, true)?;
             }
             let mut secs = Vec::with_capacity(args.reps);
             for _ in 0..args.reps {
                 let t = Instant::now();
-                e.embed_ids(&ids, true)?;
+                e.embed_ids(backend, &ids, true)?;
                 secs.push(t.elapsed().as_secs_f64());
             }
             let rates: Vec<f64> = secs.iter().map(|s| batch as f64 / s).collect();

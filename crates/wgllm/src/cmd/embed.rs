@@ -116,7 +116,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         pooling: args.pooling.map(Pooling::from),
         ..EmbedConfig::default()
     };
-    let mut embedder = Embedder::new(backend.as_ref(), &file, cfg)?;
+    let mut embedder = Embedder::new(&file, cfg)?;
     let truncate = match args.truncate {
         true => Truncate::Yes,
         false => Truncate::No,
@@ -142,7 +142,9 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         false => ProgressBar::hidden(),
     };
     let t0 = Instant::now();
-    let vecs = embedder.embed_ids_with(&ids, args.normalize, |n| bar.set_position(n as u64))?;
+    let vecs = embedder.embed_ids_with(backend.as_ref(), &ids, args.normalize, |n| {
+        bar.set_position(n as u64)
+    })?;
     bar.finish_and_clear();
     let secs = t0.elapsed().as_secs_f64();
     let dim = embedder.dim();
