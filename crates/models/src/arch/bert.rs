@@ -1,7 +1,9 @@
 //! BERT encoders (`bert`: all-MiniLM, BGE, E5, GTE) as llama.cpp's converter writes them:
 //! token + position + token-type embeddings and a LayerNorm, then `n_layer` post-norm layers
 //! (`x = norm(x + attn(x))`, `x = norm(x + ffn(x))`, every projection with a bias, GELU in the
-//! feed-forward), non-causal attention. Paper: <https://arxiv.org/abs/1810.04805>.
+//! feed-forward), non-causal attention. Paper: <https://arxiv.org/abs/1810.04805>. The GELU is
+//! the exact (erf) one Hugging Face's BERT computes, which sentence-transformers' embeddings
+//! are; llama.cpp takes its tanh approximation.
 //!
 //! One graph embeds a batch of `n_seq` sequences padded to `n_len` tokens: the mask hides each
 //! sequence's padding keys (and every other sequence: the batch is a dimension of its own), and

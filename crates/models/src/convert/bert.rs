@@ -186,15 +186,6 @@ fn vocab(ck: &Checkpoint, w: &mut GgufWriter) -> Result<()> {
             model.get("type").unwrap_or(&Json::Null)
         )));
     }
-    let lowercase = tok
-        .get("normalizer")
-        .and_then(|n| n.get("lowercase"))
-        .and_then(Json::as_bool);
-    if lowercase == Some(false) {
-        return Err(ConvertError::Tokenizer(
-            "a cased WordPiece vocabulary (lowercase: false) is not supported".into(),
-        ));
-    }
     let vocab = model
         .get("vocab")
         .and_then(Json::as_object)
@@ -233,7 +224,7 @@ fn vocab(ck: &Checkpoint, w: &mut GgufWriter) -> Result<()> {
         .into_iter()
         .enumerate()
         .map(|(i, t)| match t {
-            Some(t) => gguf_piece(&t),
+            Some(t) => gguf_piece(&t, types[i] == CONTROL),
             None => format!("[PAD{i}]"),
         })
         .collect();
@@ -244,19 +235,30 @@ fn vocab(ck: &Checkpoint, w: &mut GgufWriter) -> Result<()> {
         "tokenizer.ggml.token_type_count",
         Value::U32(ck.cfg_u64("type_vocab_size").unwrap_or(2) as u32),
     )?;
+    // llama.cpp's keys: [CLS] is BOS, [SEP] both EOS and the separator (its spelling).
     for (text, key) in [
+        ("[CLS]", "tokenizer.ggml.bos_token_id"),
+        ("[SEP]", "tokenizer.ggml.eos_token_id"),
         ("[UNK]", "tokenizer.ggml.unknown_token_id"),
         ("[SEP]", "tokenizer.ggml.seperator_token_id"),
         ("[PAD]", "tokenizer.ggml.padding_token_id"),
-        ("[CLS]", "tokenizer.ggml.cls_token_id"),
         ("[MASK]", "tokenizer.ggml.mask_token_id"),
     ] {
         if let Some(&id) = special.get(text) {
             w.add_metadata(key, Value::U32(id))?;
         }
     }
-    if let Some(&cls) = special.get("[CLS]") {
-        w.add_metadata("tokenizer.ggml.bos_token_id", Value::U32(cls))?;
+    w.add_metadata("tokenizer.ggml.add_bos_token", Value::Bool(true))?;
+    w.add_metadata("tokenizer.ggml.add_eos_token", Value::Bool(true))?;
+    // Written only where tokenizer.json states them (absent: lower case, accents stripped).
+    let norm = tok.get("normalizer");
+    for (field, key) in [
+        ("lowercase", "tokenizer.ggml.normalizer.lowercase"),
+        ("strip_accents", "tokenizer.ggml.normalizer.strip_accents"),
+    ] {
+        if let Some(v) = norm.and_then(|n| n.get(field)).and_then(Json::as_bool) {
+            w.add_metadata(key, Value::Bool(v))?;
+        }
     }
     Ok(())
 }

@@ -38,7 +38,7 @@ pub use wpm::gguf_piece;
 
 use bpe::ByteLevelBpe;
 use special::Fragment;
-use vocab::{ModelKind, Vocab};
+use vocab::{opt_bool, ModelKind, Vocab};
 use wpm::Wpm;
 
 /// Why a tokenizer could not be built, or could not do what was asked.
@@ -204,7 +204,14 @@ impl Tokenizer {
                     .unk
                     .and_then(|id| vocab.tokens.get(id as usize))
                     .ok_or(TokenizerError::MissingSpecial("unknown_token_id"))?;
-                (Model::Wpm(Box::new(Wpm::new(&vocab.tokens, unk)?)), false)
+                let lowercase = opt_bool(file, "tokenizer.ggml.normalizer.lowercase")?;
+                let strip = opt_bool(file, "tokenizer.ggml.normalizer.strip_accents")?;
+                let norm = wpm::Normalize {
+                    lowercase: lowercase.unwrap_or(true),
+                    strip_accents: strip,
+                };
+                let wpm = Wpm::new(&vocab.tokens, &vocab.types, unk, norm)?;
+                (Model::Wpm(Box::new(wpm)), false)
             }
         };
         let chat_template = match file.get("tokenizer.chat_template") {
@@ -245,7 +252,9 @@ impl Tokenizer {
     ) -> Result<Vec<u32>, TokenizerError> {
         let v = &self.vocab;
         let mut out = Vec::new();
-        if add_special && v.add_bos {
+        // WordPiece always frames its text [CLS] ... [SEP], whatever the flags say (llama.cpp).
+        let wpm = matches!(self.model, Model::Wpm(_));
+        if add_special && (v.add_bos || wpm) {
             out.extend(v.bos);
         }
         let fragments = special::partition(v, text, parse_special);
@@ -292,7 +301,7 @@ impl Tokenizer {
                 }
             }
         }
-        if add_special && v.add_eos {
+        if add_special && v.add_eos && !wpm {
             out.extend(v.eos);
         }
         Ok(out)

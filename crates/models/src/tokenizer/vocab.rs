@@ -136,7 +136,7 @@ fn key_type(key: &str, expected: &'static str, v: &Value) -> TokenizerError {
 }
 
 /// An optional bool key.
-fn opt_bool(file: &GgufFile, key: &str) -> Result<Option<bool>, TokenizerError> {
+pub(crate) fn opt_bool(file: &GgufFile, key: &str) -> Result<Option<bool>, TokenizerError> {
     match file.get(key) {
         None => Ok(None),
         Some(v) => v
@@ -196,7 +196,7 @@ impl Vocab {
                     false,
                 )
             }
-            // [CLS] 101, no EOS: [SEP] 102 ends the text instead; [UNK] 100.
+            // [CLS] 101 and [SEP] 102 frame the text (the flags are not read); [UNK] 100.
             "bert" => (ModelKind::Wpm, Some(101), None, Some(100), true, false),
             other => {
                 return Err(TokenizerError::UnsupportedModel {

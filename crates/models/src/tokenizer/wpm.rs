@@ -1,13 +1,15 @@
 //! WordPiece (`tokenizer.ggml.model = bert`): BERT's tokenizer, built on the Hugging Face
-//! `tokenizers` crate as the uncased BERT checkpoints configure it in their `tokenizer.json`
-//! (`BertNormalizer`: control characters dropped, CJK characters split, lower case, accents
-//! stripped; `BertPreTokenizer`: whitespace and punctuation; `WordPiece`: the longest vocabulary
-//! match first, `##` marking a piece inside a word, `[UNK]` for a word of no pieces).
+//! `tokenizers` crate as BERT checkpoints configure it in their `tokenizer.json`
+//! (`BertNormalizer`: control characters dropped, CJK characters split, lower case and accents
+//! stripped unless `tokenizer.ggml.normalizer.lowercase` / `strip_accents` say otherwise;
+//! `BertPreTokenizer`: whitespace and punctuation; `WordPiece`: the longest vocabulary match
+//! first, `##` marking a piece inside a word, `[UNK]` for a word of no pieces).
 //!
 //! GGUF stores the vocabulary as llama.cpp's converter rewrites it ("phantom space"): a
-//! word-initial piece gains a leading `▁`, a `##` continuation loses its prefix, and `[X]`
-//! tokens stay as they are. [`hf_vocab`] undoes that, so the pieces match `tokenizers`' own.
-//! Special tokens never reach this code: `super::special` cuts them out first.
+//! word-initial piece gains a leading `▁`, a `##` continuation loses its prefix, control tokens
+//! stay as they are (older converters kept every `[X]` token as it is). [`hf_piece`] undoes
+//! that, so the pieces match `tokenizers`' own. Special tokens never reach this code:
+//! `super::special` cuts them out first.
 
 // `tokenizers` names its token → id map only under `bpe`; WordPiece takes the same type.
 use tokenizers::models::bpe::Vocab;
@@ -15,10 +17,18 @@ use tokenizers::models::wordpiece::WordPiece;
 use tokenizers::normalizers::bert::BertNormalizer;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 
-use super::TokenizerError;
+use super::{TokenType, TokenizerError};
 
 /// The longest word WordPiece splits; a longer one is `[UNK]` (BERT's default).
 const MAX_WORD_CHARS: usize = 100;
+
+/// How text is normalized before it is split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Normalize {
+    pub lowercase: bool,
+    /// `None`: as `lowercase` (Hugging Face's `BertNormalizer` default).
+    pub strip_accents: Option<bool>,
+}
 
 /// A WordPiece model with BERT's normalizer and pre-tokenizer.
 #[derive(Clone, Debug)]
@@ -26,21 +36,23 @@ pub(crate) struct Wpm {
     hf: tokenizers::Tokenizer,
 }
 
-/// The text `tokenizers` spells GGUF token `text` with: `▁word` → `word`, `[X]` → `[X]`, any
-/// other piece → `##piece` (the inverse of llama.cpp's `phantom` rewrite).
-pub(crate) fn hf_piece(text: &str) -> String {
+/// The text `tokenizers` spells GGUF token `text` (of type `ty`) with: `▁word` → `word`, a
+/// special or `[X]` token as it is, any other piece → `##piece` (the inverse of llama.cpp's
+/// `phantom` rewrite).
+pub(crate) fn hf_piece(text: &str, ty: TokenType) -> String {
     if let Some(word) = text.strip_prefix('\u{2581}') {
         word.to_string()
-    } else if text.starts_with('[') && text.ends_with(']') {
+    } else if ty.is_special() || (text.starts_with('[') && text.ends_with(']')) {
         text.to_string()
     } else {
         format!("##{text}")
     }
 }
 
-/// The GGUF spelling of a `tokenizers` WordPiece token (llama.cpp's `phantom`).
-pub fn gguf_piece(text: &str) -> String {
-    if text.starts_with('[') && text.ends_with(']') {
+/// The GGUF spelling of a `tokenizers` WordPiece token (llama.cpp's `phantom`); `control`
+/// tokens keep theirs.
+pub fn gguf_piece(text: &str, control: bool) -> String {
+    if control {
         text.to_string()
     } else if let Some(piece) = text.strip_prefix("##") {
         piece.to_string()
@@ -49,27 +61,35 @@ pub fn gguf_piece(text: &str) -> String {
     }
 }
 
-/// The vocabulary as `tokenizers` spells it.
-fn hf_vocab(tokens: &[String]) -> Vocab {
-    tokens
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (hf_piece(t), i as u32))
-        .collect()
-}
-
 impl Wpm {
-    /// Builds the model over the vocabulary's tokens; `unk` is the unknown token's text.
-    pub fn new(tokens: &[String], unk: &str) -> Result<Wpm, TokenizerError> {
+    /// Builds the model over the vocabulary's tokens and types; `unk` is the unknown token's
+    /// text.
+    pub fn new(
+        tokens: &[String],
+        types: &[TokenType],
+        unk: &str,
+        norm: Normalize,
+    ) -> Result<Wpm, TokenizerError> {
+        let ty = |i: usize| types.get(i).copied().unwrap_or(TokenType::Normal);
+        let vocab: Vocab = tokens
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (hf_piece(t, ty(i)), i as u32))
+            .collect();
         let model = WordPiece::builder()
-            .vocab(hf_vocab(tokens))
-            .unk_token(hf_piece(unk))
+            .vocab(vocab)
+            .unk_token(unk.to_string())
             .continuing_subword_prefix("##".into())
             .max_input_chars_per_word(MAX_WORD_CHARS)
             .build()
             .map_err(|e| TokenizerError::Bpe(e.to_string()))?;
         let mut hf = tokenizers::Tokenizer::new(model);
-        hf.with_normalizer(Some(BertNormalizer::new(true, true, None, true)));
+        hf.with_normalizer(Some(BertNormalizer::new(
+            true,
+            true,
+            norm.strip_accents,
+            norm.lowercase,
+        )));
         hf.with_pre_tokenizer(Some(BertPreTokenizer));
         Ok(Wpm { hf })
     }
@@ -89,24 +109,54 @@ impl Wpm {
 mod tests {
     use super::*;
 
+    const UNCASED: Normalize = Normalize {
+        lowercase: true,
+        strip_accents: None,
+    };
+
     #[test]
     fn phantom_spelling_round_trips() {
-        for t in ["hello", "##ing", "[CLS]", "#", "###", "##", "a"] {
-            assert_eq!(hf_piece(&gguf_piece(t)), t, "{t}");
+        for t in ["hello", "##ing", "#", "###", "a", "[unused0]"] {
+            let normal = hf_piece(&gguf_piece(t, false), TokenType::Normal);
+            assert_eq!(normal, t, "{t}");
         }
-        assert_eq!(gguf_piece("hello"), "\u{2581}hello");
-        assert_eq!(gguf_piece("##ing"), "ing");
+        assert_eq!(gguf_piece("[CLS]", true), "[CLS]");
+        assert_eq!(hf_piece("[CLS]", TokenType::Control), "[CLS]");
+        assert_eq!(gguf_piece("hello", false), "\u{2581}hello");
+        assert_eq!(gguf_piece("##ing", false), "ing");
+        // An older converter's spelling of a normal `[X]` token reads the same.
+        assert_eq!(hf_piece("[unused0]", TokenType::Normal), "[unused0]");
+    }
+
+    fn tiny(norm: Normalize) -> Wpm {
+        let tokens: Vec<String> = [
+            "[UNK]", "▁un", "aff", "able", "▁the", "▁,", "▁cafe", "▁café", "▁The",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut types = vec![TokenType::Normal; tokens.len()];
+        types[0] = TokenType::Control;
+        Wpm::new(&tokens, &types, "[UNK]", norm).unwrap()
     }
 
     #[test]
     fn words_split_into_the_longest_pieces() {
-        let tokens: Vec<String> = ["[UNK]", "▁un", "aff", "able", "▁the", "▁,", "▁cafe"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        let w = Wpm::new(&tokens, "[UNK]").unwrap();
         let mut ids = Vec::new();
-        w.tokenize("The unaffable, CAFÉ xyz", &mut ids).unwrap();
+        tiny(UNCASED)
+            .tokenize("The unaffable, CAFÉ xyz", &mut ids)
+            .unwrap();
         assert_eq!(ids, vec![4, 1, 2, 3, 5, 6, 0]);
+    }
+
+    #[test]
+    fn a_cased_vocabulary_keeps_case_and_accents() {
+        let cased = Normalize {
+            lowercase: false,
+            strip_accents: None,
+        };
+        let mut ids = Vec::new();
+        tiny(cased).tokenize("The café", &mut ids).unwrap();
+        assert_eq!(ids, vec![8, 7]);
     }
 }
