@@ -12,6 +12,8 @@
 //! [`Arch::from_config`].
 
 mod bert;
+mod bpe;
+mod decoder;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -24,7 +26,8 @@ use wgllm_core::DType;
 use wgllm_gguf::{GgufWriter, Value};
 
 /// Architectures `convert` knows, by their `config.json` `architectures` entry.
-pub const SUPPORTED: &str = "BertModel (bert; sentence-transformers checkpoints too)";
+pub const SUPPORTED: &str = "BertModel (bert; sentence-transformers checkpoints too), \
+    LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3)";
 
 /// Why a conversion failed.
 #[derive(Debug, thiserror::Error)]
@@ -232,6 +235,7 @@ pub(crate) enum Mapped {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Arch {
     Bert,
+    Decoder(decoder::Family),
 }
 
 impl Arch {
@@ -245,6 +249,9 @@ impl Arch {
             .unwrap_or("(none)");
         match found {
             "BertModel" | "BertForMaskedLM" | "bert" => Ok(Arch::Bert),
+            "LlamaForCausalLM" => Ok(Arch::Decoder(decoder::Family::Llama)),
+            "Qwen2ForCausalLM" => Ok(Arch::Decoder(decoder::Family::Qwen2)),
+            "Qwen3ForCausalLM" => Ok(Arch::Decoder(decoder::Family::Qwen3)),
             other => Err(ConvertError::UnknownArchitecture {
                 found: other.into(),
             }),
@@ -254,6 +261,7 @@ impl Arch {
     fn name(self) -> &'static str {
         match self {
             Arch::Bert => "bert",
+            Arch::Decoder(f) => f.name(),
         }
     }
 }
@@ -292,15 +300,43 @@ pub fn convert(
         .unwrap_or_else(|| arch.name().into());
     w.add_metadata("general.name", Value::String(name))?;
     w.add_metadata("general.file_type", Value::U32(file_type(dtype)))?;
-    match arch {
-        Arch::Bert => bert::metadata(&ck, &mut w)?,
-    }
+    let extra = match arch {
+        Arch::Bert => {
+            bert::metadata(&ck, &mut w)?;
+            Vec::new()
+        }
+        Arch::Decoder(f) => {
+            let extra = decoder::metadata(f, &ck, &mut w)?;
+            bpe::vocab(&ck, &mut w)?;
+            extra
+        }
+    };
+    // Llama's Q and K rows are reordered for GGUF's RoPE layout.
+    let heads = match arch {
+        Arch::Decoder(decoder::Family::Llama) => Some(decoder::heads(&ck)?),
+        _ => None,
+    };
 
     let total = ck.count();
     let mut tensors: Vec<(String, DType, Vec<u64>, Vec<u8>)> = Vec::new();
     let mut i = 0;
     let map = |hf: &str| match arch {
         Arch::Bert => bert::tensor_name(hf),
+        Arch::Decoder(f) => decoder::tensor_name(f, hf),
+    };
+    let mut store = |gguf: String, ne: Vec<u64>, values: Vec<f32>| -> Result<()> {
+        let dt = storage_type(dtype, &gguf, &ne);
+        let row = dt
+            .row_bytes(ne[0])
+            .ok_or_else(|| ConvertError::TensorShape {
+                name: gguf.clone(),
+                why: format!("rows of {} values are not whole {dt} blocks", ne[0]),
+            })?;
+        let rows: u64 = ne[1..].iter().product();
+        let mut bytes = vec![0u8; (row * rows) as usize];
+        wgllm_core::quant::quantize(dt, &values, &mut bytes)?;
+        tensors.push((gguf, dt, ne, bytes));
+        Ok(())
     };
     ck.for_each_tensor(
         map,
@@ -309,22 +345,25 @@ pub fn convert(
             progress(i, total);
         },
         |gguf, ne, values| {
-            let dt = storage_type(dtype, &gguf, &ne);
-            let row = dt
-                .row_bytes(ne[0])
-                .ok_or_else(|| ConvertError::TensorShape {
-                    name: gguf.clone(),
-                    why: format!("rows of {} values are not whole {dt} blocks", ne[0]),
-                })?;
-            let rows: u64 = ne[1..].iter().product();
-            let mut bytes = vec![0u8; (row * rows) as usize];
-            wgllm_core::quant::quantize(dt, &values, &mut bytes)?;
-            tensors.push((gguf, dt, ne, bytes));
-            Ok(())
+            let values = match heads {
+                Some(h) if gguf.ends_with(".attn_q.weight") => {
+                    decoder::permute_rope_rows(&values, &ne, h.n_head)?
+                }
+                Some(h) if gguf.ends_with(".attn_k.weight") => {
+                    decoder::permute_rope_rows(&values, &ne, h.n_head_kv)?
+                }
+                _ => values,
+            };
+            store(gguf, ne, values)
         },
     )?;
+    for (name, ne, values) in extra {
+        store(name, ne, values)?;
+    }
+    let names = tensors.iter().map(|t| t.0.as_str());
     match arch {
-        Arch::Bert => bert::check_tensors(&ck, tensors.iter().map(|t| t.0.as_str()))?,
+        Arch::Bert => bert::check_tensors(&ck, names)?,
+        Arch::Decoder(f) => decoder::check_tensors(f, &ck, names)?,
     }
     tensors.sort_by_key(|t| tensor_order(&t.0));
     let mut dtypes = BTreeMap::new();
