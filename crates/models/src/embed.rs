@@ -115,6 +115,13 @@ impl Embedder {
         })
     }
 
+    /// Compiles the smallest batch shape on `backend`, so that what it cannot run (an op, a
+    /// dtype the device lacks) is an error now rather than at the first input.
+    pub fn prepare(&mut self, backend: &dyn Backend) -> Result<(), ModelError> {
+        let len = self.padded_len(1);
+        self.compiled_for(backend, len, 1).map(|_| ())
+    }
+
     /// The model's hyperparameters.
     pub fn config(&self) -> &BertConfig {
         &self.config
@@ -204,15 +211,6 @@ impl Embedder {
         normalize: bool,
         mut done: impl FnMut(usize),
     ) -> Result<Vec<Vec<f32>>, ModelError> {
-        let name = backend.name();
-        match &self.compiled_on {
-            Some(on) if *on != name => {
-                return Err(ModelError::BadSession(format!(
-                    "this embedder's graphs were compiled on the {on} backend, not {name}"
-                )))
-            }
-            _ => self.compiled_on = Some(name),
-        }
         for (i, ids) in inputs.iter().enumerate() {
             if ids.is_empty() || ids.len() > self.max_tokens() {
                 return Err(ModelError::BadSession(format!(
@@ -244,6 +242,36 @@ impl Embedder {
         Ok(out)
     }
 
+    /// The shape of `n_seq` sequences of `len` tokens, compiled on `backend` unless it was
+    /// (graphs belong to the backend they were compiled on: another is refused).
+    fn compiled_for(
+        &mut self,
+        backend: &dyn Backend,
+        len: u32,
+        n_seq: u32,
+    ) -> Result<EncodeShape, ModelError> {
+        let name = backend.name();
+        match &self.compiled_on {
+            Some(on) if *on != name => {
+                return Err(ModelError::BadSession(format!(
+                    "this embedder's graphs were compiled on the {on} backend, not {name}"
+                )))
+            }
+            _ => self.compiled_on = Some(name),
+        }
+        let shape = EncodeShape {
+            n_seq,
+            n_len: len,
+            pooling: self.pooling,
+        };
+        if !self.compiled.contains_key(&shape) {
+            let graph = build_encode(&self.config, &self.file, shape)?;
+            let exe = backend.compile(&graph.graph)?;
+            self.compiled.insert(shape, Compiled { graph, exe });
+        }
+        Ok(shape)
+    }
+
     /// The padded length of a batch whose longest input has `n` tokens.
     fn padded_len(&self, n: usize) -> u32 {
         let most = self.max_tokens() as u32;
@@ -263,21 +291,13 @@ impl Embedder {
             .min((self.cfg.batch_tokens / len).max(1))
             .min(self.cfg.max_seqs)
             .max(batch.len() as u32);
-        let shape = EncodeShape {
-            n_seq,
-            n_len: len,
-            pooling: self.pooling,
-        };
-        if !self.compiled.contains_key(&shape) {
-            let graph = build_encode(&self.config, &self.file, shape)?;
-            let exe = backend.compile(&graph.graph)?;
-            self.compiled.insert(shape, Compiled { graph, exe });
-        }
+        let shape = self.compiled_for(backend, len, n_seq)?;
+        let pad = self.tokenizer.pad().unwrap_or(0);
         let c = self
             .compiled
             .get_mut(&shape)
             .ok_or_else(|| ModelError::BadSession("compiled shape missing".into()))?;
-        let inputs = batch_inputs(batch, shape, self.tokenizer.pad().unwrap_or(0));
+        let inputs = batch_inputs(batch, shape, pad);
         let g = &c.graph;
         let mut feed = vec![
             (g.tokens, bytes_i32(&inputs.tokens)),

@@ -102,7 +102,11 @@ impl EmbedApp {
                         return;
                     }
                 };
-                let embedder = match Embedder::new(&file, embed_cfg) {
+                let prepared = Embedder::new(&file, embed_cfg).and_then(|mut e| {
+                    e.prepare(backend.as_ref())?;
+                    Ok(e)
+                });
+                let embedder = match prepared {
                     Ok(e) => e,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e.to_string()));

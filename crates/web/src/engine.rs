@@ -214,7 +214,8 @@ impl Engine {
                 batch_tokens: EMBED_BATCH_TOKENS,
                 ..EmbedConfig::default()
             };
-            let e = Embedder::new(file, cfg)?;
+            let mut e = Embedder::new(file, cfg)?;
+            e.prepare(backend_of(&self.dev))?;
             let name = file.get_str("general.name").unwrap_or("model");
             let summary = format!(
                 "{name}: {} embeddings of {} values, {} pooling, {} tensors, {:.1} MB",

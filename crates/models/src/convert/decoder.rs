@@ -166,11 +166,7 @@ pub(super) type Implied = (String, Vec<u64>, Vec<f32>);
 
 /// Writes the hyperparameters; returns the extra tensors the config implies (Llama 3's
 /// `rope_freqs.weight`).
-pub(super) fn metadata(
-    f: Family,
-    ck: &Checkpoint,
-    w: &mut GgufWriter,
-) -> Result<Vec<Implied>> {
+pub(super) fn metadata(f: Family, ck: &Checkpoint, w: &mut GgufWriter) -> Result<Vec<Implied>> {
     let a = f.name();
     let h = heads(ck)?;
     let n_embd = ck.cfg_u64("hidden_size")?;

@@ -50,14 +50,15 @@ pub async fn greedy_loaded(engine: &mut Engine, max_tokens: usize) -> (String, u
 pub const NATIVE_GREEDY_TEXT: &str =
     "<tok_292>\u{fffd}<\u{19}\u{fffd}G\u{fffd}]\u{0}<tok_292>T\u{fffd}";
 
-/// A tiny BERT (an embedding model) with a WordPiece vocabulary of lower-case letters.
+/// A tiny BERT (an embedding model) with a WordPiece vocabulary of lower-case letters, in q8_0
+/// (f16 weights need shader-f16, which the browser tests' SwiftShader lacks).
 pub fn synth_bert() -> Vec<u8> {
     let shape = LlamaShape {
         n_head_kv: 4,
         n_ctx_train: 64,
         ..LlamaShape::TINY
     };
-    model_gguf(SynthArch::Bert, &shape, DType::F16, 5).expect("synthetic bert")
+    model_gguf(SynthArch::Bert, &shape, DType::Q8_0, 5).expect("synthetic bert")
 }
 
 /// Texts the embedding checks embed: of different lengths, one empty.

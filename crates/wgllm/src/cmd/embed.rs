@@ -117,6 +117,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         ..EmbedConfig::default()
     };
     let mut embedder = Embedder::new(&file, cfg)?;
+    embedder.prepare(backend.as_ref())?;
     let truncate = match args.truncate {
         true => Truncate::Yes,
         false => Truncate::No,
