@@ -16,13 +16,11 @@ use std::collections::HashMap;
 use wgllm_core::{Backend, Executable};
 use wgllm_gguf::GgufFile;
 
-use crate::arch::bert::{build_encode, BertConfig, EncodeGraph, EncodeShape, Pooling};
+use crate::arch::bert::{EncodeGraph, EncodeShape, Pooling};
+use crate::arch::EmbeddingArch;
 use crate::error::ModelError;
 use crate::session::now;
 use crate::tokenizer::Tokenizer;
-
-/// Architectures [`Embedder`] runs.
-pub const EMBEDDING_ARCHS: &[&str] = &["bert"];
 
 /// The fewest tokens a batch is padded to: shorter ones would only add graph shapes.
 const MIN_LEN: u32 = 8;
@@ -68,7 +66,7 @@ pub struct Embedder {
     file: GgufFile,
     /// The backend the graphs were compiled on (its name), once one was.
     compiled_on: Option<String>,
-    config: BertConfig,
+    arch: EmbeddingArch,
     tokenizer: Tokenizer,
     cfg: EmbedConfig,
     pooling: Pooling,
@@ -77,22 +75,14 @@ pub struct Embedder {
 
 /// Whether `file` holds an embedding model [`Embedder`] runs.
 pub fn is_embedding_model(file: &GgufFile) -> bool {
-    file.architecture()
-        .is_ok_and(|a| EMBEDDING_ARCHS.contains(&a))
+    EmbeddingArch::is_embedding(file)
 }
 
 impl Embedder {
     /// Reads the model's hyperparameters and tokenizer; graphs are compiled on the backend of
     /// the first call as batch shapes first occur.
     pub fn new(file: &GgufFile, cfg: EmbedConfig) -> Result<Embedder, ModelError> {
-        let arch = file.architecture()?;
-        if !EMBEDDING_ARCHS.contains(&arch) {
-            return Err(ModelError::UnknownArchitecture {
-                name: format!("{arch} (as an embedding model)"),
-                supported: EMBEDDING_ARCHS.join(", "),
-            });
-        }
-        let config = BertConfig::from_gguf(file)?;
+        let arch = EmbeddingArch::from_gguf(file)?;
         let tokenizer = Tokenizer::from_gguf(file).map_err(|e| ModelError::BadMetadata {
             key: "tokenizer.ggml.*".into(),
             value: String::new(),
@@ -107,8 +97,8 @@ impl Embedder {
         Ok(Embedder {
             file: file.clone(),
             compiled_on: None,
-            pooling: cfg.pooling.unwrap_or(config.pooling),
-            config,
+            pooling: cfg.pooling.unwrap_or(arch.pooling()),
+            arch,
             tokenizer,
             cfg,
             compiled: HashMap::new(),
@@ -122,9 +112,9 @@ impl Embedder {
         self.compiled_for(backend, len, 1).map(|_| ())
     }
 
-    /// The model's hyperparameters.
-    pub fn config(&self) -> &BertConfig {
-        &self.config
+    /// The model's architecture.
+    pub fn arch(&self) -> &EmbeddingArch {
+        &self.arch
     }
 
     /// The pooling in use.
@@ -134,12 +124,12 @@ impl Embedder {
 
     /// Values in one embedding.
     pub fn dim(&self) -> usize {
-        self.config.n_embd as usize
+        self.arch.n_embd() as usize
     }
 
     /// The longest input in tokens.
     pub fn max_tokens(&self) -> usize {
-        (self.config.n_ctx_train as usize).min(self.cfg.batch_tokens as usize)
+        (self.arch.n_ctx_train() as usize).min(self.cfg.batch_tokens as usize)
     }
 
     /// The tokenizer.
@@ -219,7 +209,7 @@ impl Embedder {
                     self.max_tokens()
                 )));
             }
-            if let Some(&bad) = ids.iter().find(|&&id| u64::from(id) >= self.config.n_vocab) {
+            if let Some(&bad) = ids.iter().find(|&&id| u64::from(id) >= self.arch.n_vocab()) {
                 return Err(ModelError::BadToken(bad));
             }
         }
@@ -265,7 +255,7 @@ impl Embedder {
             pooling: self.pooling,
         };
         if !self.compiled.contains_key(&shape) {
-            let graph = build_encode(&self.config, &self.file, shape)?;
+            let graph = self.arch.build(&self.file, shape)?;
             let exe = backend.compile(&graph.graph)?;
             self.compiled.insert(shape, Compiled { graph, exe });
         }
@@ -297,14 +287,16 @@ impl Embedder {
             .compiled
             .get_mut(&shape)
             .ok_or_else(|| ModelError::BadSession("compiled shape missing".into()))?;
-        let inputs = batch_inputs(batch, shape, pad);
+        let inputs = batch_inputs(batch, shape, pad, self.arch.causal());
         let g = &c.graph;
         let mut feed = vec![
             (g.tokens, bytes_i32(&inputs.tokens)),
             (g.positions, bytes_i32(&inputs.positions)),
-            (g.types, bytes_i32(&vec![0; inputs.tokens.len()])),
             (g.mask, bytes_f32(&inputs.mask)),
         ];
+        if let Some(types) = g.types {
+            feed.push((types, bytes_i32(&vec![0; inputs.tokens.len()])));
+        }
         if let Some(pool) = g.pool {
             feed.push((pool, bytes_f32(&inputs.pool)));
         }
@@ -316,7 +308,7 @@ impl Embedder {
             g.embeddings
         };
         let values = f32s(&c.exe.read_async(result).await?);
-        let e = self.config.n_embd as usize;
+        let e = self.arch.n_embd() as usize;
         let len = len as usize;
         Ok(batch
             .iter()
@@ -337,9 +329,10 @@ struct BatchInputs {
     pool: Vec<f32>,
 }
 
-/// Tokens, positions, the padding mask and the pooling weights of `batch` in `shape`; slots past
-/// the batch are all padding (their rows see no key and pool nothing).
-fn batch_inputs(batch: &[&[u32]], shape: EncodeShape, pad: u32) -> BatchInputs {
+/// Tokens, positions, the padding mask (`causal`: also hiding later tokens) and the pooling
+/// weights of `batch` in `shape`; slots past the batch are all padding (their rows see no key
+/// and pool nothing).
+fn batch_inputs(batch: &[&[u32]], shape: EncodeShape, pad: u32, causal: bool) -> BatchInputs {
     let (len, seqs) = (shape.n_len as usize, shape.n_seq as usize);
     let mut tokens = vec![pad as i32; len * seqs];
     let positions: Vec<i32> = (0..len * seqs).map(|i| (i % len) as i32).collect();
@@ -351,7 +344,8 @@ fn batch_inputs(batch: &[&[u32]], shape: EncodeShape, pad: u32) -> BatchInputs {
             tokens[s * len + t] = id as i32;
         }
         for q in 0..len {
-            mask[(s * len + q) * len..(s * len + q) * len + n].fill(0.0);
+            let seen = if causal { n.min(q + 1) } else { n };
+            mask[(s * len + q) * len..(s * len + q) * len + seen].fill(0.0);
         }
         let row = &mut pool[s * len..(s + 1) * len];
         match shape.pooling {
@@ -411,7 +405,7 @@ mod tests {
         };
         let a = [5u32, 6, 7];
         let b = [8u32, 9];
-        let x = batch_inputs(&[&a, &b], shape, 0);
+        let x = batch_inputs(&[&a, &b], shape, 0, false);
         assert_eq!(x.tokens, vec![5, 6, 7, 0, 8, 9, 0, 0]);
         assert_eq!(x.positions, vec![0, 1, 2, 3, 0, 1, 2, 3]);
         // Sequence 1, query 3: keys 0 and 1 visible.
@@ -427,8 +421,12 @@ mod tests {
                 ..shape
             },
             0,
+            true,
         );
         assert_eq!(last.pool[..4], [0.0, 0.0, 1.0, 0.0]);
+        // Causal: query 1 sees keys 0 and 1 only.
+        assert_eq!(last.mask[4..6], [0.0, 0.0]);
+        assert!(last.mask[6..8].iter().all(|v| *v == f32::NEG_INFINITY));
         assert!(last.pool[4..].iter().all(|v| *v == 0.0));
     }
 

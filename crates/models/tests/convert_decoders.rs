@@ -1,7 +1,9 @@
 //! `convert` on decoder checkpoints written here in Hugging Face's layout: the converted models
 //! load and run, a Llama's Q/K rows are permuted right (the same weights as a Qwen2 with zero
 //! biases, whose NEOX RoPE takes Hugging Face's half-split layout as it is, give the same
-//! logits), and the byte-level BPE vocabulary tokenizes as the merges say.
+//! logits), the byte-level BPE vocabulary tokenizes as the merges say, and a Qwen3 embedding
+//! checkpoint (sentence-transformers' bare `Qwen3Model`, last-token pooling) embeds each input
+//! of a batch as the decoder's last hidden state.
 
 use std::path::Path;
 
@@ -13,7 +15,7 @@ use wgllm_cpu::CpuBackend;
 use wgllm_gguf::GgufFile;
 use wgllm_models::convert::convert;
 use wgllm_models::tokenizer::Tokenizer;
-use wgllm_models::{Session, SessionConfig};
+use wgllm_models::{EmbedConfig, Embedder, Session, SessionConfig};
 
 const E: usize = 32;
 const FF: usize = 64;
@@ -79,9 +81,25 @@ fn byte_char(b: u8) -> String {
     char::from_u32(256 + rank).unwrap().to_string()
 }
 
+/// How a test checkpoint is written.
+#[derive(Clone, Copy, Default)]
+struct Extras {
+    /// Zero q/k/v biases (Qwen2).
+    qkv_bias: bool,
+    /// Per-head q/k RMS norms (Qwen3).
+    qk_norm: bool,
+    /// A bare encoder (no `model.` prefix, no `lm_head`) with last-token pooling.
+    embedder: bool,
+}
+
+/// The output matrix, `[vocab, E]` rows.
+fn lm_head() -> Vec<f32> {
+    values(300 * E, 2)
+}
+
 /// A 2-layer decoder checkpoint in Hugging Face's layout (`[out, in]` rows, half-split RoPE),
-/// as `arch`; `qkv_bias` adds zero q/k/v biases.
-fn write_checkpoint(dir: &Path, arch: &str, qkv_bias: bool) {
+/// as `arch`.
+fn write_checkpoint(dir: &Path, arch: &str, x: Extras) {
     std::fs::create_dir_all(dir).unwrap();
     let vocab = 300;
     let kv = KV_HEADS * HEAD_DIM;
@@ -92,12 +110,10 @@ fn write_checkpoint(dir: &Path, arch: &str, qkv_bias: bool) {
             values(vocab * E, 1),
         ),
         ("model.norm.weight".into(), vec![E], vec![1.0; E]),
-        (
-            "lm_head.weight".into(),
-            vec![vocab, E],
-            values(vocab * E, 2),
-        ),
     ];
+    if !x.embedder {
+        t.push(("lm_head.weight".into(), vec![vocab, E], lm_head()));
+    }
     for il in 0..2 {
         let p = |n: &str| format!("model.layers.{il}.{n}");
         let seed = 10 * il as u64;
@@ -115,12 +131,20 @@ fn write_checkpoint(dir: &Path, arch: &str, qkv_bias: bool) {
                 seed + rows as u64 + cols as u64 * 7 + name.len() as u64,
             );
             t.push((p(&format!("{name}.weight")), vec![rows, cols], w));
-            if qkv_bias
-                && ["q", "k", "v"]
-                    .iter()
-                    .any(|x| name == format!("self_attn.{x}_proj"))
-            {
+            let qkv = ["q", "k", "v"]
+                .iter()
+                .any(|h| name == format!("self_attn.{h}_proj"));
+            if x.qkv_bias && qkv {
                 t.push((p(&format!("{name}.bias")), vec![rows], vec![0.0; rows]));
+            }
+        }
+        if x.qk_norm {
+            for n in ["self_attn.q_norm.weight", "self_attn.k_norm.weight"] {
+                let w = values(HEAD_DIM, seed + n.len() as u64)
+                    .iter()
+                    .map(|v| 1.0 + v)
+                    .collect();
+                t.push((p(n), vec![HEAD_DIM], w));
             }
         }
         t.push((p("input_layernorm.weight"), vec![E], vec![1.0; E]));
@@ -131,6 +155,16 @@ fn write_checkpoint(dir: &Path, arch: &str, qkv_bias: bool) {
         vec![HEAD_DIM / 2],
         vec![0.0; HEAD_DIM / 2],
     ));
+    if x.embedder {
+        for (name, ..) in t.iter_mut() {
+            *name = name.strip_prefix("model.").unwrap_or(name).to_string();
+        }
+        let modules = r#"[{"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]"#;
+        std::fs::write(dir.join("modules.json"), modules).unwrap();
+        std::fs::create_dir_all(dir.join("1_Pooling")).unwrap();
+        let pooling = r#"{"pooling_mode_lasttoken": true}"#;
+        std::fs::write(dir.join("1_Pooling/config.json"), pooling).unwrap();
+    }
     let bytes: Vec<(String, Vec<usize>, Vec<u8>)> = t
         .into_iter()
         .map(|(n, s, v)| (n, s, v.iter().flat_map(|x| x.to_le_bytes()).collect()))
@@ -179,8 +213,12 @@ fn logits(path: &Path, tokens: &[u32]) -> Vec<f32> {
 #[test]
 fn a_converted_llama_rotates_as_hugging_face_does() {
     let dir = scratch("llama");
-    write_checkpoint(&dir.join("llama"), "LlamaForCausalLM", false);
-    write_checkpoint(&dir.join("qwen2"), "Qwen2ForCausalLM", true);
+    write_checkpoint(&dir.join("llama"), "LlamaForCausalLM", Extras::default());
+    let bias = Extras {
+        qkv_bias: true,
+        ..Extras::default()
+    };
+    write_checkpoint(&dir.join("qwen2"), "Qwen2ForCausalLM", bias);
     let (llama, qwen2) = (dir.join("llama.gguf"), dir.join("qwen2.gguf"));
     let done = convert(&dir.join("llama"), DType::F32, &llama, |_, _| {}).unwrap();
     assert_eq!((done.arch, done.tensors), ("llama", 21));
@@ -212,14 +250,14 @@ fn a_converted_llama_rotates_as_hugging_face_does() {
 #[test]
 fn the_converted_vocabulary_tokenizes_by_its_merges() {
     let dir = scratch("vocab");
-    write_checkpoint(&dir.join("ck"), "Qwen3ForCausalLM", false);
+    write_checkpoint(&dir.join("ck"), "Qwen3ForCausalLM", Extras::default());
     let out = dir.join("m.gguf");
     // Qwen3 needs its q/k norms: refused, naming the first missing one.
     let e = convert(&dir.join("ck"), DType::F16, &out, |_, _| {})
         .unwrap_err()
         .to_string();
     assert!(e.contains("blk.0.attn_q_norm.weight"), "{e}");
-    write_checkpoint(&dir.join("l"), "LlamaForCausalLM", false);
+    write_checkpoint(&dir.join("l"), "LlamaForCausalLM", Extras::default());
     convert(&dir.join("l"), DType::Q8_0, &out, |_, _| {}).unwrap();
     let f = GgufFile::open(&out).unwrap();
     let tok = Tokenizer::from_gguf(&f).unwrap();
@@ -232,5 +270,54 @@ fn the_converted_vocabulary_tokenizes_by_its_merges() {
         "{ids:?}"
     );
     assert_eq!(tok.decode(&ids[..2]), "hello w");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_qwen3_embedder_gives_each_inputs_last_hidden_state() {
+    let dir = scratch("qwen3-embed");
+    let norms = Extras {
+        qk_norm: true,
+        ..Extras::default()
+    };
+    write_checkpoint(&dir.join("lm"), "Qwen3ForCausalLM", norms);
+    let embedder = Extras {
+        embedder: true,
+        ..norms
+    };
+    write_checkpoint(&dir.join("emb"), "Qwen3Model", embedder);
+    let (lm, emb) = (dir.join("lm.gguf"), dir.join("emb.gguf"));
+    convert(&dir.join("lm"), DType::F32, &lm, |_, _| {}).unwrap();
+    convert(&dir.join("emb"), DType::F32, &emb, |_, _| {}).unwrap();
+    let f = GgufFile::open(&emb).unwrap();
+    assert_eq!(
+        f.get_u32("qwen3.pooling_type").unwrap(),
+        3,
+        "last-token pooling"
+    );
+    let inputs: Vec<Vec<u32>> = vec![
+        vec![5, 77, 200, 13],
+        vec![42],
+        vec![9, 250, 3, 3, 7, 100, 11, 2, 60],
+    ];
+    let mut e = Embedder::new(&f, EmbedConfig::default()).unwrap();
+    let vecs = e.embed_ids(&CpuBackend, &inputs, false).unwrap();
+    let head = lm_head();
+    for (ids, v) in inputs.iter().zip(&vecs) {
+        let want = logits(&lm, ids);
+        let got: Vec<f32> = head
+            .chunks(E)
+            .map(|row| row.iter().zip(v).map(|(a, b)| a * b).sum())
+            .collect();
+        let worst = want
+            .iter()
+            .zip(&got)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        assert!(
+            worst < 1e-4,
+            "{ids:?}: output · embedding differs from the logits by {worst}"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -24,7 +24,8 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 use wgllm_core::Backend;
 use wgllm_gguf::GgufFile;
-use wgllm_models::arch::bert::{BertConfig, Pooling};
+use wgllm_models::arch::bert::Pooling;
+use wgllm_models::arch::EmbeddingArch;
 use wgllm_models::{EmbedConfig, Embedder, Truncate};
 
 use crate::error::ApiError;
@@ -69,7 +70,7 @@ pub struct EmbedApp {
     cfg: EmbedServerConfig,
     jobs: Mutex<Option<SyncSender<Job>>>,
     tokenizer: wgllm_models::tokenizer::Tokenizer,
-    config: BertConfig,
+    arch: EmbeddingArch,
     pooling: Pooling,
     max_tokens: usize,
     counters: Arc<Counters>,
@@ -83,10 +84,10 @@ impl EmbedApp {
         file: GgufFile,
         cfg: EmbedServerConfig,
     ) -> anyhow::Result<Arc<EmbedApp>> {
-        let config = BertConfig::from_gguf(&file)?;
+        let arch = EmbeddingArch::from_gguf(&file)?;
         let tokenizer = wgllm_models::tokenizer::Tokenizer::from_gguf(&file)?;
-        let pooling = cfg.embed.pooling.unwrap_or(config.pooling);
-        let max_tokens = (config.n_ctx_train as usize).min(cfg.embed.batch_tokens as usize);
+        let pooling = cfg.embed.pooling.unwrap_or(arch.pooling());
+        let max_tokens = (arch.n_ctx_train() as usize).min(cfg.embed.batch_tokens as usize);
         let (tx, rx) = sync_channel::<Job>(cfg.queue.max(1));
         let counters = Arc::new(Counters::default());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -127,7 +128,7 @@ impl EmbedApp {
             cfg,
             jobs: Mutex::new(Some(tx)),
             tokenizer,
-            config,
+            arch,
             pooling,
             max_tokens,
             counters,
@@ -144,7 +145,7 @@ impl EmbedApp {
 
     /// Values in one embedding.
     pub fn dim(&self) -> usize {
-        self.config.n_embd as usize
+        self.arch.n_embd() as usize
     }
 }
 
@@ -220,7 +221,7 @@ async fn models(State(app): State<Arc<EmbedApp>>) -> Json<Value> {
             "object": "model",
             "created": app.started,
             "owned_by": "wgllm",
-            "meta": {"n_embd": app.dim(), "n_ctx_train": app.config.n_ctx_train, "pooling": app.pooling.name()},
+            "meta": {"n_embd": app.dim(), "n_ctx_train": app.arch.n_ctx_train(), "pooling": app.pooling.name()},
         }],
     }))
 }
@@ -290,14 +291,14 @@ fn parse_inputs(
         a.iter()
             .map(|t| {
                 t.as_u64()
-                    .filter(|&t| t < app.config.n_vocab)
+                    .filter(|&t| t < app.arch.n_vocab())
                     .map(|t| t as u32)
                     .ok_or_else(|| {
                         bad(
                             param.clone(),
                             format!(
                                 "{t} is not a token id of this model (0 to {})",
-                                app.config.n_vocab - 1
+                                app.arch.n_vocab() - 1
                             ),
                         )
                     })

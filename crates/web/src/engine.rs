@@ -12,7 +12,7 @@ use bytes::Bytes;
 use wgllm_core::{Backend, DType};
 use wgllm_cpu::CpuBackend;
 use wgllm_gguf::{GgufError, GgufFile, GgufStream, StreamEvent};
-use wgllm_models::arch::bert::BertConfig;
+use wgllm_models::arch::EmbeddingArch;
 use wgllm_models::embed::is_embedding_model;
 use wgllm_models::generate::{generate_async, reusable_prefix, GenStats};
 use wgllm_models::sampler::{Sampler, SamplerConfig};
@@ -475,7 +475,7 @@ fn on_event(
         StreamEvent::Header(file) => {
             // Refuse an unusable model before its weights are downloaded.
             if is_embedding_model(file) {
-                BertConfig::from_gguf(file)?;
+                EmbeddingArch::from_gguf(file)?;
             } else {
                 Architecture::from_gguf(file)?;
             }

@@ -1,5 +1,5 @@
-//! Embedding models on the WebGPU backend: a synthetic BERT against the CPU backend (always
-//! run), and all-MiniLM-L6-v2 against the independent numpy reference in f32, f16 and q8_0, as
+//! Embedding models on the WebGPU backend: a synthetic BERT and a synthetic Qwen3 embedder
+//! (last-token pooling) against the CPU backend (always run), and all-MiniLM-L6-v2 against the independent numpy reference in f32, f16 and q8_0, as
 //! `crates/models/tests/embed_models.rs` checks it on the CPU.
 //!
 //! The MiniLM checks need the checkpoint, so they are ignored by default: run
@@ -8,7 +8,7 @@
 
 use wgllm_core::DType;
 use wgllm_cpu::CpuBackend;
-use wgllm_gguf::GgufFile;
+use wgllm_gguf::{GgufFile, GgufWriter, Value};
 use wgllm_models::embed::cosine;
 use wgllm_models::embed_reference::{
     compare_embeddings, converted_checkpoint, embed_verdict, EmbedFixture,
@@ -57,6 +57,51 @@ fn synthetic_bert_matches_the_cpu_backend() {
         // Its graphs belong to the backend they were compiled on.
         let err = on_cpu.embed_ids(&gpu, &ids, true).unwrap_err().to_string();
         assert!(err.contains("compiled on the cpu backend"), "{err}");
+    }
+}
+
+/// `bytes` with `{arch}.pooling_type` = 3 (last) added: a decoder as llama.cpp writes an
+/// embedding model of it.
+fn with_last_pooling(bytes: Vec<u8>, arch: &str) -> GgufFile {
+    let f = GgufFile::from_bytes(bytes.into()).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in f.metadata() {
+        w.add_metadata(k.clone(), v.clone()).unwrap();
+    }
+    w.add_metadata(format!("{arch}.pooling_type"), Value::U32(3))
+        .unwrap();
+    for t in f.tensors() {
+        let data = f.tensor_data(t).unwrap().to_vec();
+        w.add_tensor(t.name(), t.dtype(), t.shape(), data).unwrap();
+    }
+    GgufFile::from_bytes(w.to_vec().into()).unwrap()
+}
+
+#[test]
+fn synthetic_qwen3_embedder_matches_the_cpu_backend() {
+    let arch = SynthArch::Qwen3 { head_dim: 16 };
+    let f = with_last_pooling(
+        model_gguf(arch, &LlamaShape::TINY, DType::Q8_0, 4).unwrap(),
+        "qwen3",
+    );
+    let inputs: Vec<Vec<u32>> = vec![
+        vec![5, 77, 200, 13],
+        vec![42],
+        (0..37).map(|i| i * 7 % 300).collect(),
+    ];
+    let gpu = gpu();
+    let cfg = EmbedConfig::default();
+    let want = Embedder::new(&f, cfg)
+        .unwrap()
+        .embed_ids(&CpuBackend, &inputs, true)
+        .unwrap();
+    let got = Embedder::new(&f, cfg)
+        .unwrap()
+        .embed_ids(&gpu, &inputs, true)
+        .unwrap();
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        let c = cosine(w, g);
+        assert!(c > 0.99999, "input {i}: cosine {c}");
     }
 }
 

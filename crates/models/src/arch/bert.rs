@@ -153,9 +153,10 @@ pub struct EncodeGraph {
     pub tokens: TensorId,
     /// I32 `[n_len · n_seq]` positions (`0..n_len` in each sequence).
     pub positions: TensorId,
-    /// I32 `[n_len · n_seq]` token type (segment) ids.
-    pub types: TensorId,
-    /// F32 `[n_len, n_len, 1, n_seq]`: 0 where a query may see a key, -inf at padding keys.
+    /// I32 `[n_len · n_seq]` token type (segment) ids, for models that have them.
+    pub types: Option<TensorId>,
+    /// F32 `[n_len, n_len, 1, n_seq]`: 0 where a query may see a key, -inf at padding keys
+    /// (and, for a causal model, at later ones).
     pub mask: TensorId,
     /// F32 `[n_len, 1, n_seq]` pooling weights of each sequence's rows (absent without
     /// pooling).
@@ -260,25 +261,42 @@ pub fn build_encode(
         x = b.layer_norm(y, &blk("layer_output_norm"))?;
     }
 
+    pool(b.g, s, x, e, tokens, positions, Some(types), mask)
+}
+
+/// Ends an embedding graph: the token states `x` (`[e, n_len · n_seq]`) pooled as the shape
+/// says, unit-length copies beside them, both marked as outputs.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pool(
+    mut g: Graph,
+    s: EncodeShape,
+    x: TensorId,
+    e: u64,
+    tokens: TensorId,
+    positions: TensorId,
+    types: Option<TensorId>,
+    mask: TensorId,
+) -> Result<EncodeGraph, ModelError> {
+    let (len, seqs) = (u64::from(s.n_len), u64::from(s.n_seq));
     let (pool, embeddings) = match s.pooling {
         Pooling::None => (None, x),
         Pooling::Mean | Pooling::Cls | Pooling::Last => {
-            let pool = b.g.input("pool", DType::F32, [len, 1, seqs, 1])?;
+            let pool = g.input("pool", DType::F32, [len, 1, seqs, 1])?;
             // [e, len, seqs] → [len, e, seqs]: each sequence's rows weighted by its pool row.
-            let x = b.g.reshape(x, [e, len, seqs, 1])?;
-            let xt = b.g.transpose(x)?;
-            let xt = b.g.cont(xt, DType::F32)?;
-            let pooled = b.g.mul_mat(xt, pool)?;
-            (Some(pool), b.g.reshape(pooled, [e, seqs, 1, 1])?)
+            let x = g.reshape(x, [e, len, seqs, 1])?;
+            let xt = g.transpose(x)?;
+            let xt = g.cont(xt, DType::F32)?;
+            let pooled = g.mul_mat(xt, pool)?;
+            (Some(pool), g.reshape(pooled, [e, seqs, 1, 1])?)
         }
     };
     // sentence-transformers' `Normalize` (torch's `F.normalize`) eps.
-    let normalized = b.g.l2_norm(embeddings, 1e-12)?;
-    b.g.set_name(embeddings, "embeddings");
-    b.g.mark_output(embeddings)?;
-    b.g.mark_output(normalized)?;
+    let normalized = g.l2_norm(embeddings, 1e-12)?;
+    g.set_name(embeddings, "embeddings");
+    g.mark_output(embeddings)?;
+    g.mark_output(normalized)?;
     Ok(EncodeGraph {
-        graph: b.g,
+        graph: g,
         shape: s,
         tokens,
         positions,

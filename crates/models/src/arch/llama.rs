@@ -10,7 +10,7 @@ use super::{StepGraph, StepShape};
 use crate::error::ModelError;
 
 /// The llama layer: no biases, no QK-norm, adjacent-pair RoPE.
-const FLAVOR: Flavor = Flavor {
+pub(super) const FLAVOR: Flavor = Flavor {
     rope_mode: RopeMode::Normal,
     qkv_bias: false,
     qk_norm: false,

@@ -3,6 +3,7 @@
 
 pub mod bert;
 mod common;
+mod decoder_encode;
 pub mod gemma3;
 pub mod llama;
 pub mod qwen2;
@@ -99,9 +100,7 @@ impl Architecture {
                 file,
             )?)),
             "gemma3" => Ok(Architecture::Gemma3(gemma3::Gemma3Config::from_gguf(file)?)),
-            other if crate::embed::EMBEDDING_ARCHS.contains(&other) => {
-                Err(ModelError::EmbeddingModel(other.to_string()))
-            }
+            "bert" => Err(ModelError::EmbeddingModel(name.to_string())),
             other => Err(ModelError::UnknownArchitecture {
                 name: other.to_string(),
                 supported: SUPPORTED.join(", "),
@@ -174,4 +173,113 @@ pub(crate) fn weight(
     }
     let bytes = file.tensor_bytes(info)?;
     Ok(graph.weight(name, info.dtype(), ne, bytes)?)
+}
+
+/// An embedding model's architecture: a BERT encoder, or a pre-norm decoder whose file states
+/// a pooling (`{arch}.pooling_type`, as llama.cpp writes Qwen3-Embedding).
+#[derive(Clone, Debug)]
+pub struct EmbeddingArch(EmbedKind);
+
+#[derive(Clone, Debug)]
+enum EmbedKind {
+    Bert(bert::BertConfig),
+    Decoder(Hparams, common::Flavor, bert::Pooling),
+}
+
+/// Decoders that embed when their file states a pooling.
+const EMBEDDING_DECODERS: &[&str] = &["llama", "qwen2", "qwen3"];
+
+impl EmbeddingArch {
+    /// Reads the architecture; a file that is no embedding model is an error naming it.
+    pub fn from_gguf(file: &GgufFile) -> Result<EmbeddingArch, ModelError> {
+        let arch = file.architecture()?;
+        if arch == "bert" {
+            return Ok(EmbeddingArch(EmbedKind::Bert(bert::BertConfig::from_gguf(
+                file,
+            )?)));
+        }
+        let key = format!("{arch}.pooling_type");
+        if !EMBEDDING_DECODERS.contains(&arch) || file.get(&key).is_none() {
+            return Err(ModelError::UnknownArchitecture {
+                name: format!("{arch} (as an embedding model)"),
+                supported: "bert, and llama, qwen2 or qwen3 with a pooling_type".into(),
+            });
+        }
+        let v = file.get_u32(&key)?;
+        let pooling = bert::Pooling::from_stored(v).map_err(|why| ModelError::BadMetadata {
+            key,
+            value: v.to_string(),
+            why,
+        })?;
+        let flavor = match arch {
+            "llama" => llama::FLAVOR,
+            "qwen2" => qwen2::FLAVOR,
+            _ => qwen3::FLAVOR,
+        };
+        Ok(EmbeddingArch(EmbedKind::Decoder(
+            Hparams::from_gguf(file)?,
+            flavor,
+            pooling,
+        )))
+    }
+
+    /// Whether `file` holds an embedding model.
+    pub fn is_embedding(file: &GgufFile) -> bool {
+        match file.architecture() {
+            Ok("bert") => true,
+            Ok(a) => {
+                EMBEDDING_DECODERS.contains(&a) && file.get(&format!("{a}.pooling_type")).is_some()
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Values in one embedding.
+    pub fn n_embd(&self) -> u64 {
+        match &self.0 {
+            EmbedKind::Bert(c) => c.n_embd,
+            EmbedKind::Decoder(hp, ..) => hp.n_embd,
+        }
+    }
+
+    /// Tokens in the vocabulary.
+    pub fn n_vocab(&self) -> u64 {
+        match &self.0 {
+            EmbedKind::Bert(c) => c.n_vocab,
+            EmbedKind::Decoder(hp, ..) => hp.n_vocab,
+        }
+    }
+
+    /// The longest sequence (positions the model was trained for).
+    pub fn n_ctx_train(&self) -> u64 {
+        match &self.0 {
+            EmbedKind::Bert(c) => c.n_ctx_train,
+            EmbedKind::Decoder(hp, ..) => hp.n_ctx_train,
+        }
+    }
+
+    /// The pooling the file states.
+    pub fn pooling(&self) -> bert::Pooling {
+        match &self.0 {
+            EmbedKind::Bert(c) => c.pooling,
+            EmbedKind::Decoder(.., p) => *p,
+        }
+    }
+
+    /// Whether a token attends only to itself and the tokens before it.
+    pub fn causal(&self) -> bool {
+        matches!(self.0, EmbedKind::Decoder(..))
+    }
+
+    /// Builds the graph of one batch shape over `file`'s weights.
+    pub fn build(
+        &self,
+        file: &GgufFile,
+        s: bert::EncodeShape,
+    ) -> Result<bert::EncodeGraph, ModelError> {
+        match &self.0 {
+            EmbedKind::Bert(c) => bert::build_encode(c, file, s),
+            EmbedKind::Decoder(hp, fl, _) => decoder_encode::build_decoder_encode(hp, *fl, file, s),
+        }
+    }
 }

@@ -11,7 +11,7 @@ use super::{StepGraph, StepShape};
 use crate::error::ModelError;
 
 /// The Qwen2 layer: Q/K/V biases, NEOX RoPE.
-const FLAVOR: Flavor = Flavor {
+pub(super) const FLAVOR: Flavor = Flavor {
     rope_mode: RopeMode::Neox,
     qkv_bias: true,
     qk_norm: false,

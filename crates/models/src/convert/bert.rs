@@ -88,6 +88,11 @@ pub(super) fn check_tensors<'a>(
 /// The pooling a sentence-transformers folder states (`modules.json` → its Pooling module's
 /// `config.json`); mean when the folder has none, as llama.cpp's converter assumes for BERT.
 fn pooling(ck: &Checkpoint) -> Result<Pooling> {
+    Ok(pooling_of(ck)?.unwrap_or(Pooling::Mean))
+}
+
+/// The pooling a sentence-transformers folder states, if it has a Pooling module.
+pub(super) fn pooling_of(ck: &Checkpoint) -> Result<Option<Pooling>> {
     let dir = ck.dir();
     let path = match read_json(dir, "modules.json") {
         Ok(Json::Array(mods)) => mods
@@ -102,11 +107,11 @@ fn pooling(ck: &Checkpoint) -> Result<Pooling> {
         _ => None,
     };
     let Some(path) = path else {
-        return Ok(Pooling::Mean);
+        return Ok(None);
     };
     let cfg = read_json(&dir.join(path), "config.json")?;
     let on = |k: &str| cfg.get(k).and_then(Json::as_bool).unwrap_or(false);
-    Ok(if on("pooling_mode_mean_tokens") {
+    Ok(Some(if on("pooling_mode_mean_tokens") {
         Pooling::Mean
     } else if on("pooling_mode_cls_token") {
         Pooling::Cls
@@ -117,11 +122,11 @@ fn pooling(ck: &Checkpoint) -> Result<Pooling> {
             key: "1_Pooling/config.json".into(),
             why: "names no pooling wgllm runs (mean, cls or last token)".into(),
         });
-    })
+    }))
 }
 
 /// The stored number of a pooling (llama.cpp's `llama_pooling_type`).
-fn pooling_id(p: Pooling) -> u32 {
+pub(super) fn pooling_id(p: Pooling) -> u32 {
     match p {
         Pooling::None => 0,
         Pooling::Mean => 1,

@@ -185,8 +185,10 @@ pub(super) fn vocab(ck: &Checkpoint, w: &mut GgufWriter) -> Result<()> {
             w.add_metadata(key, Value::U32(id))?;
         }
     }
-    if let Some(add) = tc.get("add_bos_token").and_then(Json::as_bool) {
-        w.add_metadata("tokenizer.ggml.add_bos_token", Value::Bool(add))?;
+    for flag in ["add_bos_token", "add_eos_token"] {
+        if let Some(add) = tc.get(flag).and_then(Json::as_bool) {
+            w.add_metadata(format!("tokenizer.ggml.{flag}"), Value::Bool(add))?;
+        }
     }
     if let Some(t) = tc.get("chat_template").and_then(Json::as_str) {
         w.add_metadata("tokenizer.chat_template", Value::String(t.into()))?;

@@ -34,16 +34,18 @@ pub(super) fn tensor_name(f: Family, hf: &str) -> Result<Mapped> {
     if hf.ends_with("rotary_emb.inv_freq") {
         return Ok(Mapped::Skip);
     }
-    let (stem, suffix) = hf.rsplit_once('.').ok_or_else(unknown)?;
+    // A bare `Qwen3Model` (sentence-transformers' Qwen3-Embedding) has no `model.` prefix.
+    let name = hf.strip_prefix("model.").unwrap_or(hf);
+    let (stem, suffix) = name.rsplit_once('.').ok_or_else(unknown)?;
     if suffix != "weight" && suffix != "bias" {
         return Err(unknown());
     }
     let gguf = match stem {
-        "model.embed_tokens" => "token_embd".to_string(),
-        "model.norm" => "output_norm".to_string(),
+        "embed_tokens" => "token_embd".to_string(),
+        "norm" => "output_norm".to_string(),
         "lm_head" => "output".to_string(),
         _ => {
-            let rest = stem.strip_prefix("model.layers.").ok_or_else(unknown)?;
+            let rest = stem.strip_prefix("layers.").ok_or_else(unknown)?;
             let (il, part) = rest.split_once('.').ok_or_else(unknown)?;
             let il: u32 = il.parse().map_err(|_| unknown())?;
             let part = match part {
@@ -232,6 +234,13 @@ pub(super) fn metadata(f: Family, ck: &Checkpoint, w: &mut GgufWriter) -> Result
         w.add_metadata(
             format!("{a}.rope.dimension_count"),
             u32_of("head_dim", head_dim)?,
+        )?;
+    }
+    // An embedding model states its pooling (sentence-transformers' Pooling module).
+    if let Some(p) = super::bert::pooling_of(ck)? {
+        w.add_metadata(
+            format!("{a}.pooling_type"),
+            Value::U32(super::bert::pooling_id(p)),
         )?;
     }
     let mut extra = Vec::new();

@@ -27,7 +27,8 @@ use wgllm_gguf::{GgufWriter, Value};
 
 /// Architectures `convert` knows, by their `config.json` `architectures` entry.
 pub const SUPPORTED: &str = "BertModel (bert; sentence-transformers checkpoints too), \
-    LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3)";
+    LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3), Qwen3Model \
+    (qwen3 as an embedding model: sentence-transformers' Qwen3-Embedding)";
 
 /// Why a conversion failed.
 #[derive(Debug, thiserror::Error)]
@@ -251,7 +252,7 @@ impl Arch {
             "BertModel" | "BertForMaskedLM" | "bert" => Ok(Arch::Bert),
             "LlamaForCausalLM" => Ok(Arch::Decoder(decoder::Family::Llama)),
             "Qwen2ForCausalLM" => Ok(Arch::Decoder(decoder::Family::Qwen2)),
-            "Qwen3ForCausalLM" => Ok(Arch::Decoder(decoder::Family::Qwen3)),
+            "Qwen3ForCausalLM" | "Qwen3Model" => Ok(Arch::Decoder(decoder::Family::Qwen3)),
             other => Err(ConvertError::UnknownArchitecture {
                 found: other.into(),
             }),
