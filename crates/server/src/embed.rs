@@ -456,18 +456,7 @@ async fn answer(
     app: &Arc<EmbedApp>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
-    let body = body.map_err(|r| ApiError {
-        status: r.status(),
-        message: if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            format!(
-                "The body is larger than the limit of {} bytes",
-                app.cfg.max_body_bytes
-            )
-        } else {
-            format!("The body could not be read: {}", r.body_text())
-        },
-        ..ApiError::bad_request("")
-    })?;
+    let body = body.map_err(|r| ApiError::unread_body(&r, app.cfg.max_body_bytes))?;
     let req = parse(app, &body)?;
     let n_tokens: usize = req.inputs.iter().map(Vec::len).sum();
     let n_inputs = req.inputs.len();

@@ -100,6 +100,19 @@ impl ApiError {
         }
     }
 
+    /// A body that could not be read: 413 past `limit` bytes, else the rejection's status.
+    pub fn unread_body(r: &axum::extract::rejection::BytesRejection, limit: usize) -> ApiError {
+        ApiError {
+            status: r.status(),
+            message: if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                format!("The body is larger than the limit of {limit} bytes")
+            } else {
+                format!("The body could not be read: {}", r.body_text())
+            },
+            ..ApiError::bad_request("")
+        }
+    }
+
     /// The JSON body.
     pub fn body(&self) -> serde_json::Value {
         json!({

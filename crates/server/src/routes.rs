@@ -107,18 +107,7 @@ async fn generate(
 ) -> Response {
     let n = app.counter.fetch_add(1, Ordering::Relaxed);
     let parsed = body
-        .map_err(|r| ApiError {
-            status: r.status(),
-            message: if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                format!(
-                    "The body is larger than the limit of {} bytes",
-                    app.cfg.max_body_bytes
-                )
-            } else {
-                format!("The body could not be read: {}", r.body_text())
-            },
-            ..ApiError::bad_request("")
-        })
+        .map_err(|r| ApiError::unread_body(&r, app.cfg.max_body_bytes))
         .and_then(|b| {
             let info = ModelInfo {
                 id: &app.cfg.model_id,

@@ -109,7 +109,7 @@ async fn synthetic_embeddings_on_webgpu_match_the_cpu_backend() {
     let gpu = common::embeddings(Device::WebGpu).await;
     assert_eq!(gpu.len(), common::EMBED_TEXTS.len());
     for (c, g) in cpu.iter().zip(&gpu) {
-        let cos = common::cosine(c, g);
+        let cos = wgllm_models::embed::cosine(c, g);
         assert!(cos > 0.99999, "{cos}");
     }
 }

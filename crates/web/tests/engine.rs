@@ -284,7 +284,11 @@ fn an_embedding_model_embeds_alike_on_webgpu_and_cpu_and_refuses_to_generate() {
     assert_eq!(cpu.len(), common::EMBED_TEXTS.len());
     for (c, g) in cpu.iter().zip(&gpu) {
         assert_eq!(c.len(), 64);
-        assert!(common::cosine(c, g) > 0.99999, "{}", common::cosine(c, g));
+        assert!(
+            wgllm_models::embed::cosine(c, g) > 0.99999,
+            "{}",
+            wgllm_models::embed::cosine(c, g)
+        );
     }
     let mut e = pollster::block_on(common::engine(Device::Cpu));
     e.load(common::synth_bert().into()).unwrap();
@@ -314,6 +318,6 @@ fn an_embedding_model_streamed_to_the_gpu_embeds_as_loaded_whole() {
     let texts: Vec<String> = common::EMBED_TEXTS.iter().map(|t| t.to_string()).collect();
     let got = pollster::block_on(e.embed(&texts, true, false)).unwrap();
     for (w, g) in want.iter().zip(&got) {
-        assert!(common::cosine(w, g) > 0.99999);
+        assert!(wgllm_models::embed::cosine(w, g) > 0.99999);
     }
 }

@@ -126,6 +126,19 @@ pub struct Tokenizer {
     chat_template: Option<String>,
 }
 
+/// Appends the ids `tokenizers` gives `text` (no special tokens added: the caller frames them).
+fn hf_encode(
+    hf: &tokenizers::Tokenizer,
+    text: &str,
+    out: &mut Vec<u32>,
+) -> Result<(), TokenizerError> {
+    let enc = hf
+        .encode_fast(text, false)
+        .map_err(|e| TokenizerError::Encode(e.to_string()))?;
+    out.extend_from_slice(enc.get_ids());
+    Ok(())
+}
+
 /// Replaces `▁` (U+2581), SentencePiece's space, by a space.
 fn unescape_spaces(text: &str) -> String {
     text.replace('\u{2581}', " ")

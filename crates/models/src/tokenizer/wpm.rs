@@ -96,12 +96,7 @@ impl Wpm {
 
     /// Appends the ids of `text`, which holds no special tokens.
     pub fn tokenize(&self, text: &str, out: &mut Vec<u32>) -> Result<(), TokenizerError> {
-        let enc = self
-            .hf
-            .encode_fast(text, false)
-            .map_err(|e| TokenizerError::Encode(e.to_string()))?;
-        out.extend_from_slice(enc.get_ids());
-        Ok(())
+        super::hf_encode(&self.hf, text, out)
     }
 }
 

@@ -72,14 +72,3 @@ pub async fn embeddings(device: Device) -> Vec<Vec<f32>> {
     let texts: Vec<String> = EMBED_TEXTS.iter().map(|t| t.to_string()).collect();
     e.embed(&texts, true, false).await.expect("embed")
 }
-
-/// Cosine similarity of two vectors.
-pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    let dot: f64 = a
-        .iter()
-        .zip(b)
-        .map(|(&x, &y)| f64::from(x) * f64::from(y))
-        .sum();
-    let n = |v: &[f32]| v.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
-    dot / (n(a) * n(b))
-}
