@@ -1,13 +1,14 @@
 //! Embedding models: texts in, one vector per text out (or one per token without pooling).
 //!
 //! An [`Embedder`] tokenizes each input, sorts the inputs by length and packs them into batches
-//! of `n_seq` sequences padded to `n_len` tokens (both powers of two, `n_len` at most the
-//! model's positions, `n_seq · n_len` at most [`EmbedConfig::batch_tokens`]), and runs each
-//! batch as one encoder graph. A graph is compiled once per batch shape and kept, as a session
+//! of `n_seq` sequences padded to `n_len` tokens (powers of two where the limits allow: `n_len`
+//! at most the model's positions, `n_seq · n_len` at most [`EmbedConfig::batch_tokens`],
+//! `n_seq` at most [`EmbedConfig::max_seqs`]), and runs each batch as one encoder graph. A graph is compiled once per batch shape and kept, as a session
 //! keeps its step graphs. No KV cache: every run starts from the inputs alone.
 //!
 //! The embedder owns no backend: each call takes the one to run on, and the graphs it compiled
-//! there are kept for the next call, which must pass the same backend (another is refused).
+//! there are kept for the next call (they run on the device they were compiled for; a call
+//! with another kind of backend is refused).
 //! Reads are awaited ([`Embedder::embed_ids_async`], the browser's way); the blocking calls
 //! wrap them for backends whose reads complete at once.
 
@@ -23,7 +24,7 @@ use crate::session::now;
 use crate::tokenizer::Tokenizer;
 
 /// The fewest tokens a batch is padded to: shorter ones would only add graph shapes.
-const MIN_LEN: u32 = 8;
+pub const MIN_LEN: u32 = 8;
 
 /// How an embedder batches its inputs.
 #[derive(Clone, Copy, Debug)]
@@ -112,14 +113,14 @@ impl Embedder {
         self.compiled_for(backend, len, 1).map(|_| ())
     }
 
-    /// The model's architecture.
-    pub fn arch(&self) -> &EmbeddingArch {
-        &self.arch
-    }
-
     /// The pooling in use.
     pub fn pooling(&self) -> Pooling {
         self.pooling
+    }
+
+    /// Tokens in the model's vocabulary (rows of its embedding table).
+    pub fn n_vocab(&self) -> u64 {
+        self.arch.n_vocab()
     }
 
     /// Values in one embedding.
@@ -160,11 +161,7 @@ impl Embedder {
                 max,
             });
         }
-        let last = ids[ids.len() - 1];
-        ids.truncate(max);
-        if self.tokenizer.sep() == Some(last) {
-            ids[max - 1] = last;
-        }
+        cut(&mut ids, max, &self.tokenizer);
         Ok(ids)
     }
 
@@ -318,6 +315,21 @@ impl Embedder {
                 _ => values[s * e..(s + 1) * e].to_vec(),
             })
             .collect())
+    }
+}
+
+/// Cuts `ids` to its first `max` tokens, keeping its last one in the final place when it frames
+/// the text (`[SEP]`, or the EOS a last-token embedder pools).
+pub fn cut(ids: &mut Vec<u32>, max: usize, tokenizer: &Tokenizer) {
+    let Some(&last) = ids.last() else {
+        return;
+    };
+    if ids.len() <= max || max == 0 {
+        return;
+    }
+    ids.truncate(max);
+    if tokenizer.sep() == Some(last) || tokenizer.eos() == Some(last) {
+        ids[max - 1] = last;
     }
 }
 

@@ -415,7 +415,6 @@ fn wordpiece_vocab(n: u64) -> Result<Vec<(String, Value)>, ModelError> {
         id("padding_token_id", 0),
         id("unknown_token_id", 100),
         id("bos_token_id", 101),
-        id("cls_token_id", 101),
         id("seperator_token_id", 102),
         id("mask_token_id", 103),
     ])

@@ -180,7 +180,13 @@ fn write_checkpoint(dir: &Path, arch: &str, x: Extras) {
         .collect();
     let st = safetensors::serialize(views, None).unwrap();
     std::fs::write(dir.join("model.safetensors"), st).unwrap();
-    let (tok, eos) = tokenizer_json(vocab);
+    let (mut tok, eos) = tokenizer_json(vocab);
+    if x.embedder {
+        // Qwen3-Embedding's template appends the EOS its last-token pooling reads.
+        tok["post_processor"] = json!({"type": "TemplateProcessing", "single": [
+            {"Sequence": {"id": "A", "type_id": 0}},
+            {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}}]});
+    }
     let config = json!({
         "architectures": [arch], "hidden_size": E, "intermediate_size": FF,
         "num_hidden_layers": 2, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
@@ -319,5 +325,41 @@ fn a_qwen3_embedder_gives_each_inputs_last_hidden_state() {
             "{ids:?}: output · embedding differs from the logits by {worst}"
         );
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn llama3_rope_factors_are_written_and_applied() {
+    let dir = scratch("llama3");
+    let ck = dir.join("ck");
+    write_checkpoint(&ck, "LlamaForCausalLM", Extras::default());
+    let plain = dir.join("plain.gguf");
+    convert(&ck, DType::F32, &plain, |_, _| {}).unwrap();
+    let tokens = [5u32, 77, 200, 13, 42, 9, 250];
+    let base = logits(&plain, &tokens);
+    let with_scaling = |factor: f64, name: &str| {
+        let mut cfg: Value =
+            serde_json::from_str(&std::fs::read_to_string(ck.join("config.json")).unwrap())
+                .unwrap();
+        cfg["rope_scaling"] = json!({"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0, "original_max_position_embeddings": 64});
+        std::fs::write(ck.join("config.json"), cfg.to_string()).unwrap();
+        let out = dir.join(name);
+        convert(&ck, DType::F32, &out, |_, _| {}).unwrap();
+        assert!(GgufFile::open(&out)
+            .unwrap()
+            .tensor("rope_freqs.weight")
+            .is_some());
+        logits(&out, &tokens)
+    };
+    let diff = |a: &[f32], b: &[f32]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max)
+    };
+    // Factors of 1 rotate as no scaling does; factors of 8 slow the low frequencies down.
+    assert!(diff(&base, &with_scaling(1.0, "one.gguf")) < 1e-5);
+    assert!(diff(&base, &with_scaling(8.0, "eight.gguf")) > 1e-3);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -8,7 +8,7 @@
 //! request waiting into the same batches (an [`Embedder`] sorts and packs their inputs), and
 //! answers each. At most `queue` requests wait; beyond that the answer is 503.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 
@@ -74,7 +74,18 @@ pub struct EmbedApp {
     pooling: Pooling,
     max_tokens: usize,
     counters: Arc<Counters>,
+    /// The model thread is running (cleared when it ends, however it ends).
+    alive: Arc<AtomicBool>,
     started: u64,
+}
+
+/// Clears its flag when dropped: the model thread's end, a panic included.
+struct Running(Arc<AtomicBool>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
 }
 
 impl EmbedApp {
@@ -93,9 +104,12 @@ impl EmbedApp {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let embed_cfg = cfg.embed;
         let c = counters.clone();
+        let alive = Arc::new(AtomicBool::new(true));
+        let running = Running(alive.clone());
         std::thread::Builder::new()
             .name("wgllm-embed".into())
             .spawn(move || {
+                let _running = running;
                 let backend = match backend() {
                     Ok(b) => b,
                     Err(e) => {
@@ -132,6 +146,7 @@ impl EmbedApp {
             pooling,
             max_tokens,
             counters,
+            alive,
             started,
         }))
     }
@@ -227,12 +242,12 @@ async fn models(State(app): State<Arc<EmbedApp>>) -> Json<Value> {
 }
 
 async fn health(State(app): State<Arc<EmbedApp>>) -> Response {
-    let alive = app.jobs.lock().is_ok_and(|j| j.is_some());
+    let alive = app.alive.load(Ordering::Relaxed) && app.jobs.lock().is_ok_and(|j| j.is_some());
     match alive {
         true => Json(json!({"status": "ok"})).into_response(),
         false => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "error", "message": "the server is shutting down"})),
+            Json(json!({"status": "error", "message": "the model thread has stopped or the server is shutting down"})),
         )
             .into_response(),
     }
@@ -359,11 +374,7 @@ fn parse_inputs(
                     )
                     .with_code("context_length_exceeded"));
                 }
-                let last = ids[ids.len() - 1];
-                ids.truncate(app.max_tokens);
-                if app.tokenizer.sep() == Some(last) {
-                    ids[app.max_tokens - 1] = last;
-                }
+                wgllm_models::embed::cut(&mut ids, app.max_tokens, &app.tokenizer);
             }
             Ok(ids)
         })
@@ -389,7 +400,7 @@ fn parse(app: &EmbedApp, body: &[u8]) -> Result<EmbedRequest, ApiError> {
         return Err(ApiError::bad_param(
             "model",
             format!(
-                "The model '{}' has no pooling (bert.pooling_type none): it gives a vector per token, which /v1/embeddings does not return",
+                "The model '{}' pools nothing (pooling none): it gives a vector per token, which /v1/embeddings does not return",
                 app.cfg.model_id
             ),
         ));

@@ -52,7 +52,7 @@ async fn no_embeddings(State(app): State<Arc<App>>) -> ApiError {
     ApiError::bad_param(
         "model",
         format!(
-            "The model '{}' generates text: /v1/embeddings needs an embedding model (bert), served by `wgllm serve -m EMBEDDER`",
+            "The model '{}' generates text: /v1/embeddings needs an embedding model (bert, Qwen3-Embedding...), served by `wgllm serve -m EMBEDDER`",
             app.cfg.model_id
         ),
     )

@@ -39,7 +39,7 @@ pub enum WebError {
         "the loaded model is an embedding model: it embeds texts (embed), it does not generate"
     )]
     NotGenerating,
-    #[error("the loaded model generates text; embeddings need an embedding model (bert)")]
+    #[error("the loaded model generates text; embeddings need an embedding model (bert, Qwen3-Embedding...)")]
     NotEmbedding,
     #[error("no streamed load is in progress (begin_stream first)")]
     NoStream,

@@ -55,13 +55,6 @@ impl Pooling {
             Pooling::Last => "last",
         }
     }
-
-    /// The pooling called `name`.
-    pub fn from_name(name: &str) -> Option<Pooling> {
-        [Pooling::None, Pooling::Mean, Pooling::Cls, Pooling::Last]
-            .into_iter()
-            .find(|p| p.name() == name)
-    }
 }
 
 /// A BERT encoder's hyperparameters, from `bert.*` metadata.
@@ -148,7 +141,6 @@ pub struct EncodeShape {
 /// An encoder graph and the handles its runner feeds and reads.
 pub struct EncodeGraph {
     pub graph: Graph,
-    pub shape: EncodeShape,
     /// I32 `[n_len · n_seq]` token ids, sequence after sequence.
     pub tokens: TensorId,
     /// I32 `[n_len · n_seq]` positions (`0..n_len` in each sequence).
@@ -297,7 +289,6 @@ pub(crate) fn pool(
     g.mark_output(normalized)?;
     Ok(EncodeGraph {
         graph: g,
-        shape: s,
         tokens,
         positions,
         types,

@@ -214,6 +214,22 @@ pub(crate) struct Builder<'a> {
     out_rows: TensorId,
     /// Bytes of one KV cache row (`head_dim · n_head_kv` values).
     kv_row_bytes: u64,
+    /// RoPE's per-pair frequency divisors (`rope_freqs.weight`: Llama 3's scaling), if any.
+    freq_factors: Option<TensorId>,
+}
+
+/// `rope_freqs.weight` of `f` (`[n_rot / 2]`), when the file has it: RoPE divides each pair's
+/// frequency by its factor (Llama 3's long-context scaling).
+pub(crate) fn freq_factors(
+    g: &mut Graph,
+    f: &GgufFile,
+    hp: &Hparams,
+) -> Result<Option<TensorId>, ModelError> {
+    const NAME: &str = "rope_freqs.weight";
+    match f.tensor(NAME) {
+        None => Ok(None),
+        Some(_) => Ok(Some(weight(g, f, NAME, &[u64::from(hp.n_rot) / 2])?)),
+    }
 }
 
 impl<'a> Builder<'a> {
@@ -254,6 +270,7 @@ impl<'a> Builder<'a> {
             None => None,
         };
         let out_rows = g.input("out_rows", DType::I32, [u64::from(s.n_outputs), 1, 1, 1])?;
+        let freq_factors = freq_factors(&mut g, f, hp)?;
         Ok(Builder {
             g,
             f,
@@ -266,6 +283,7 @@ impl<'a> Builder<'a> {
             mask_swa,
             out_rows,
             kv_row_bytes,
+            freq_factors,
         })
     }
 
@@ -331,8 +349,8 @@ impl<'a> Builder<'a> {
             q = self.norm(q, &blk(il, "attn_q_norm"))?;
             k = self.norm(k, &blk(il, "attn_k_norm"))?;
         }
-        let q = self.g.rope(q, self.positions, None, a.rope)?;
-        let k = self.g.rope(k, self.positions, None, a.rope)?;
+        let q = self.g.rope(q, self.positions, self.freq_factors, a.rope)?;
+        let k = self.g.rope(k, self.positions, self.freq_factors, a.rope)?;
 
         let dt = self.s.kv_dtype;
         let cache_k = self

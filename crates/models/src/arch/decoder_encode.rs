@@ -9,7 +9,7 @@ use wgllm_core::{DType, Graph, TensorId};
 use wgllm_gguf::GgufFile;
 
 use super::bert::{pool, EncodeGraph, EncodeShape};
-use super::common::{blk, Flavor, Hparams};
+use super::common::{blk, freq_factors, Flavor, Hparams};
 use super::weight;
 use crate::error::ModelError;
 
@@ -51,6 +51,7 @@ pub(crate) fn build_decoder_encode(
     let table = w(&mut g, "token_embd.weight", &[e, hp.n_vocab])?;
     let mut x = g.get_rows(table, tokens)?;
     let rope = hp.rope(flavor.rope_mode, hp.rope_base, hp.rope_freq_scale);
+    let ff = freq_factors(&mut g, f, hp)?;
     let scale = 1.0 / (hd as f32).sqrt();
     for il in 0..hp.n_layer {
         let h = norm(&mut g, x, &blk(il, "attn_norm"))?;
@@ -63,8 +64,8 @@ pub(crate) fn build_decoder_encode(
             q = norm(&mut g, q, &blk(il, "attn_q_norm"))?;
             k = norm(&mut g, k, &blk(il, "attn_k_norm"))?;
         }
-        let q = g.rope(q, positions, None, rope)?;
-        let k = g.rope(k, positions, None, rope)?;
+        let q = g.rope(q, positions, ff, rope)?;
+        let k = g.rope(k, positions, ff, rope)?;
         // [hd, heads, len, seqs] → [hd, len, heads, seqs], as flash attention takes them.
         let heads = |g: &mut Graph, t: TensorId, h: u64| -> Result<TensorId, ModelError> {
             let t = g.reshape(t, [hd, h, len, seqs])?;

@@ -9,6 +9,9 @@ use super::{read_json, Checkpoint, ConvertError, Mapped, Result};
 use crate::arch::bert::Pooling;
 use crate::tokenizer::gguf_piece;
 
+/// BERT's special tokens.
+const BERT_SPECIAL: [&str; 5] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"];
+
 /// llama.cpp's token types: normal, and control for the special tokens.
 const NORMAL: i32 = 1;
 const CONTROL: i32 = 3;
@@ -94,35 +97,58 @@ fn pooling(ck: &Checkpoint) -> Result<Pooling> {
 /// The pooling a sentence-transformers folder states, if it has a Pooling module.
 pub(super) fn pooling_of(ck: &Checkpoint) -> Result<Option<Pooling>> {
     let dir = ck.dir();
-    let path = match read_json(dir, "modules.json") {
-        Ok(Json::Array(mods)) => mods
-            .iter()
-            .find(|m| {
-                m.get("type")
-                    .and_then(Json::as_str)
-                    .is_some_and(|t| t.ends_with("Pooling"))
-            })
-            .and_then(|m| m.get("path").and_then(Json::as_str))
-            .map(str::to_string),
-        _ => None,
+    let config = |why: String| ConvertError::Config {
+        key: "modules.json".into(),
+        why,
     };
+    if !dir.join("modules.json").exists() {
+        return Ok(None);
+    }
+    let mods = match read_json(dir, "modules.json")? {
+        Json::Array(mods) => mods,
+        _ => return Err(config("is not an array of modules".into())),
+    };
+    let mut path = None;
+    for m in &mods {
+        let kind = m.get("type").and_then(Json::as_str).unwrap_or("");
+        match kind.rsplit('.').next().unwrap_or("") {
+            // The model itself, and the unit-length scaling every embedding gets anyway.
+            "Transformer" | "Normalize" => {}
+            "Pooling" => path = m.get("path").and_then(Json::as_str).map(str::to_string),
+            // A Dense projection (LaBSE) or anything else changes the embedding: refused.
+            _ => {
+                return Err(config(format!(
+                    "names a {kind:?} module, which wgllm does not run"
+                )))
+            }
+        }
+    }
     let Some(path) = path else {
         return Ok(None);
     };
-    let cfg = read_json(&dir.join(path), "config.json")?;
+    let cfg = read_json(&dir.join(&path), "config.json")?;
     let on = |k: &str| cfg.get(k).and_then(Json::as_bool).unwrap_or(false);
-    Ok(Some(if on("pooling_mode_mean_tokens") {
-        Pooling::Mean
-    } else if on("pooling_mode_cls_token") {
-        Pooling::Cls
-    } else if on("pooling_mode_lasttoken") {
-        Pooling::Last
-    } else {
-        return Err(ConvertError::Config {
-            key: "1_Pooling/config.json".into(),
-            why: "names no pooling wgllm runs (mean, cls or last token)".into(),
-        });
-    }))
+    let modes: Vec<Pooling> = [
+        ("pooling_mode_mean_tokens", Pooling::Mean),
+        ("pooling_mode_cls_token", Pooling::Cls),
+        ("pooling_mode_lasttoken", Pooling::Last),
+    ]
+    .into_iter()
+    .filter(|(k, _)| on(k))
+    .map(|(_, p)| p)
+    .collect();
+    let others = [
+        "pooling_mode_max_tokens",
+        "pooling_mode_mean_sqrt_len_tokens",
+        "pooling_mode_weightedmean_tokens",
+    ];
+    match modes.as_slice() {
+        [p] if !others.iter().any(|k| on(k)) => Ok(Some(*p)),
+        _ => Err(ConvertError::Config {
+            key: format!("{path}/config.json"),
+            why: "must name exactly one pooling wgllm runs (mean, cls or last token)".into(),
+        }),
+    }
 }
 
 /// The stored number of a pooling (llama.cpp's `llama_pooling_type`).
@@ -225,6 +251,13 @@ fn vocab(ck: &Checkpoint, w: &mut GgufWriter) -> Result<()> {
             special.insert(text.to_string(), id as u32);
         }
     }
+    // BERT's own special tokens are control tokens even where `added_tokens` omits them.
+    for (i, t) in tokens.iter().enumerate() {
+        if let Some(t) = t.as_deref().filter(|t| BERT_SPECIAL.contains(t)) {
+            types[i] = CONTROL;
+            special.entry(t.to_string()).or_insert(i as u32);
+        }
+    }
     let tokens: Vec<String> = tokens
         .into_iter()
         .enumerate()
@@ -233,6 +266,13 @@ fn vocab(ck: &Checkpoint, w: &mut GgufWriter) -> Result<()> {
             None => format!("[PAD{i}]"),
         })
         .collect();
+    for t in ["[CLS]", "[SEP]", "[UNK]"] {
+        if !special.contains_key(t) {
+            return Err(ConvertError::Tokenizer(format!(
+                "the vocabulary has no {t}"
+            )));
+        }
+    }
     w.add_metadata("tokenizer.ggml.model", Value::String("bert".into()))?;
     w.add_metadata("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)))?;
     w.add_metadata("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))?;

@@ -1,8 +1,9 @@
 //! A byte-level BPE `tokenizer.json` (GPT-2's family: Llama 3, Qwen, SmolLM) as llama.cpp's
 //! converter writes it: `tokenizer.ggml.model = gpt2`, every token by id with its type (added
 //! special tokens control, other added tokens user-defined), the merges in rank order, the
-//! pre-tokenizer named by the split pattern the file uses, the special ids of
-//! `tokenizer_config.json` / `config.json`, and the chat template.
+//! pre-tokenizer named by the split pattern the file uses, the special ids (`config.json`'s
+//! `*_token_id` where it states one number, else `tokenizer_config.json`'s token texts), the
+//! add flags, and the chat template.
 
 use serde_json::Value as Json;
 use wgllm_gguf::{Array, GgufWriter, Value};
@@ -93,6 +94,24 @@ fn special_id(ck: &Checkpoint, tc: &Json, tokens: &[String], what: &str) -> Opti
     tokens.iter().position(|x| x == text).map(|i| i as u32)
 }
 
+/// The special tokens the post-processor's single-sequence template (`TemplateProcessing`)
+/// puts first and last, if it has one: `None` for a side it leaves bare.
+fn template_specials(tok: &Json) -> (Option<&str>, Option<&str>) {
+    let Some(single) = tok
+        .get("post_processor")
+        .and_then(|p| p.get("single"))
+        .and_then(Json::as_array)
+    else {
+        return (None, None);
+    };
+    (special_in(single.first()), special_in(single.last()))
+}
+
+/// The token a template element names, when it is a `SpecialToken`.
+fn special_in(e: Option<&Json>) -> Option<&str> {
+    e?.get("SpecialToken")?.get("id")?.as_str()
+}
+
 /// Writes the vocabulary of `tokenizer.json` (and `tokenizer_config.json` when present).
 pub(super) fn vocab(ck: &Checkpoint, w: &mut GgufWriter) -> Result<()> {
     let tok = read_json(ck.dir(), "tokenizer.json")?;
@@ -171,6 +190,8 @@ pub(super) fn vocab(ck: &Checkpoint, w: &mut GgufWriter) -> Result<()> {
     let bos = special_id(ck, &tc, &tokens, "bos");
     let eos = special_id(ck, &tc, &tokens, "eos");
     let pad = special_id(ck, &tc, &tokens, "pad");
+    let texts = tokens.clone();
+    let tokens_at = |id: u32| texts.get(id as usize).map(String::as_str);
     w.add_metadata("tokenizer.ggml.model", Value::String("gpt2".into()))?;
     w.add_metadata("tokenizer.ggml.pre", Value::String(pre.into()))?;
     w.add_metadata("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)))?;
@@ -185,8 +206,18 @@ pub(super) fn vocab(ck: &Checkpoint, w: &mut GgufWriter) -> Result<()> {
             w.add_metadata(key, Value::U32(id))?;
         }
     }
-    for flag in ["add_bos_token", "add_eos_token"] {
-        if let Some(add) = tc.get(flag).and_then(Json::as_bool) {
+    let (tmpl_bos, tmpl_eos) = template_specials(&tok);
+    for (flag, from_template, id) in [
+        ("add_bos_token", tmpl_bos, bos),
+        ("add_eos_token", tmpl_eos, eos),
+    ] {
+        // tokenizer_config.json's flag, else whether the post-processor's template frames the
+        // text with that token (Qwen3-Embedding appends its EOS this way).
+        let add = tc
+            .get(flag)
+            .and_then(Json::as_bool)
+            .or_else(|| from_template.map(|t| id.is_some_and(|i| tokens_at(i) == Some(t))));
+        if let Some(add) = add {
             w.add_metadata(format!("tokenizer.ggml.{flag}"), Value::Bool(add))?;
         }
     }

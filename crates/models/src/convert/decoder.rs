@@ -275,7 +275,10 @@ pub(super) fn metadata(f: Family, ck: &Checkpoint, w: &mut GgufWriter) -> Result
                 other => {
                     return Err(ConvertError::Config {
                         key: "rope_scaling".into(),
-                        why: format!("type {other:?} is not supported (none, linear, llama3)"),
+                        why: format!(
+                            "type {other:?} is not supported for {a} (none, linear{})",
+                            if f == Family::Llama { ", llama3" } else { "" }
+                        ),
                     })
                 }
             }
@@ -311,6 +314,9 @@ pub(super) fn check_tensors<'a>(
     }
     for il in 0..ck.cfg_u64("num_hidden_layers")? {
         need.extend(parts.iter().map(|p| format!("blk.{il}.{p}.weight")));
+        if f == Family::Qwen2 {
+            need.extend(["attn_q", "attn_k", "attn_v"].map(|p| format!("blk.{il}.{p}.bias")));
+        }
     }
     match need.into_iter().find(|n| !have.contains(n.as_str())) {
         Some(missing) => Err(ConvertError::MissingTensor(missing)),

@@ -6,7 +6,8 @@
 //! name is an error naming it: a silently dropped tensor would be a wrong model) and writes its
 //! metadata and vocabulary. Weights are read through a memory map (`safetensors`), widened to
 //! f32 and stored in the asked type; vectors (norms, biases) stay f32, as llama.cpp keeps them,
-//! and a matrix whose rows are not whole blocks of the asked type falls back to f16.
+//! and a matrix whose rows are not whole blocks of the asked type falls back to f16. The
+//! converted tensors are held in memory until the file is written (about the output's size).
 //!
 //! Adding an architecture: a module with `metadata` and `tensor_name` functions, named in
 //! [`Arch::from_config`].
@@ -194,7 +195,11 @@ impl Checkpoint {
                 };
                 let view = st.tensor(&name).map_err(bad)?;
                 let values = widen(&name, view.dtype(), view.data())?;
-                let ne: Vec<u64> = view.shape().iter().rev().map(|&d| d as u64).collect();
+                let mut ne: Vec<u64> = view.shape().iter().rev().map(|&d| d as u64).collect();
+                if ne.is_empty() {
+                    // A scalar is a vector of one.
+                    ne.push(1);
+                }
                 f(gguf, ne, values)?;
             }
         }

@@ -78,7 +78,7 @@ pub enum TokenizerError {
         first: u32,
         second: u32,
     },
-    #[error("tokenizer.ggml.{0} is true but the model has no such token")]
+    #[error("tokenizer.ggml.{0}: the model needs this token but has none")]
     MissingSpecial(&'static str),
     #[error(
         "tokenizer.ggml.merges entry {index} ({merge:?}) is not two tokens separated by a space"

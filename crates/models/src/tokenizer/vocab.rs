@@ -292,6 +292,7 @@ impl Vocab {
             (add_bos, bos, "add_bos_token"),
             (add_eos, eos, "add_eos_token"),
             (kind == ModelKind::Wpm, sep, "seperator_token_id"),
+            (kind == ModelKind::Wpm, bos, "bos_token_id"),
         ] {
             if flag && id.is_none() {
                 return Err(TokenizerError::MissingSpecial(what));

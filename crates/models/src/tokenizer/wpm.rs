@@ -8,8 +8,8 @@
 //! GGUF stores the vocabulary as llama.cpp's converter rewrites it ("phantom space"): a
 //! word-initial piece gains a leading `▁`, a `##` continuation loses its prefix, control tokens
 //! stay as they are (older converters kept every `[X]` token as it is). [`hf_piece`] undoes
-//! that, so the pieces match `tokenizers`' own. Special tokens never reach this code:
-//! `super::special` cuts them out first.
+//! that, so the pieces match `tokenizers`' own. Special tokens written in the text are cut out
+//! first (`super::special`) when parsed; unparsed, their text is split as words.
 
 // `tokenizers` names its token → id map only under `bpe`; WordPiece takes the same type.
 use tokenizers::models::bpe::Vocab;
@@ -76,9 +76,13 @@ impl Wpm {
             .enumerate()
             .map(|(i, t)| (hf_piece(t, ty(i)), i as u32))
             .collect();
+        let unk_ty = tokens
+            .iter()
+            .position(|t| t == unk)
+            .map_or(TokenType::Unknown, ty);
         let model = WordPiece::builder()
             .vocab(vocab)
-            .unk_token(unk.to_string())
+            .unk_token(hf_piece(unk, unk_ty))
             .continuing_subword_prefix("##".into())
             .max_input_chars_per_word(MAX_WORD_CHARS)
             .build()

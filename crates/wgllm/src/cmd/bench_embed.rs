@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, Result};
 use serde_json::json;
 use wgllm_gguf::GgufFile;
+use wgllm_models::embed::MIN_LEN;
 use wgllm_models::{EmbedConfig, Embedder};
 
 use super::bench::{Args, Format};
@@ -24,20 +25,22 @@ struct Row {
     std: f64,
 }
 
-/// `n` inputs of `len` tokens: [CLS], pseudo-random ids, [SEP] (ids from `seed`).
-fn inputs(e: &Embedder, n: usize, len: usize, seed: u64) -> Vec<Vec<u32>> {
+/// `n` inputs of `len` tokens as the tokenizer frames them (BOS or [CLS] first where it adds
+/// one; [SEP] or EOS last where it ends with one), pseudo-random ids between (from `seed`).
+fn inputs(e: &Embedder, n: usize, len: usize, seed: u64) -> Result<Vec<Vec<u32>>> {
     let tok = e.tokenizer();
-    let (first, last) = (tok.bos().unwrap_or(0), tok.sep().unwrap_or(0));
-    let vocab = tok.vocab_size() as u64;
+    let framed = tok.encode_with("", true, false)?;
+    let (first, last) = (framed.first().copied(), framed.get(1).copied());
+    let vocab = (tok.vocab_size() as u64).min(e.n_vocab());
     // Past BERT's reserved and special ids (the first 1,000), in a vocabulary that has them.
     let lo = 1000.min(vocab / 2);
     let mut state = seed;
-    (0..n)
+    Ok((0..n)
         .map(|_| {
             (0..len)
-                .map(|i| match i {
-                    0 => first,
-                    i if i == len - 1 => last,
+                .map(|i| match (i, first, last) {
+                    (0, Some(f), _) => f,
+                    (i, _, Some(l)) if i == len - 1 => l,
                     _ => {
                         state = state
                             .wrapping_mul(6364136223846793005)
@@ -47,7 +50,7 @@ fn inputs(e: &Embedder, n: usize, len: usize, seed: u64) -> Vec<Vec<u32>> {
                 })
                 .collect()
         })
-        .collect()
+        .collect())
 }
 
 /// Times every (batch, length) pair and prints the table.
@@ -60,7 +63,10 @@ pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Re
     let batch_tokens = args
         .batch
         .iter()
-        .flat_map(|&b| lens.iter().map(move |&l| b * l.next_power_of_two()))
+        .flat_map(|&b| {
+            lens.iter()
+                .map(move |&l| b * l.next_power_of_two().max(MIN_LEN as usize))
+        })
         .max()
         .unwrap_or(1) as u32;
     let cfg = EmbedConfig {
@@ -79,7 +85,7 @@ pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Re
             );
         }
         for &batch in &args.batch {
-            let ids = inputs(&e, batch, len, args.seed);
+            let ids = inputs(&e, batch, len, args.seed)?;
             let t0 = Instant::now();
             e.embed_ids(backend, &ids, true)?;
             while t0.elapsed() < WARM_UP {

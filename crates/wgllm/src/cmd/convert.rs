@@ -16,7 +16,7 @@ use wgllm_models::convert;
     wgllm convert ./all-MiniLM-L6-v2 -o minilm.f16.gguf\n  \
     wgllm convert ./all-MiniLM-L6-v2 -o minilm.q8_0.gguf --type q8_0\n\n\
     Architectures: BertModel (bert), LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2),\n\
-    Qwen3ForCausalLM (qwen3), with byte-level BPE tokenizers (Llama 3, Qwen, SmolLM, GPT-2\n\
+    Qwen3ForCausalLM and Qwen3Model (qwen3; Qwen3-Embedding), with byte-level BPE tokenizers (Llama 3, Qwen, SmolLM, GPT-2\n\
     pre-tokenizers). Vectors (norms, biases) stay f32; a matrix whose rows are not whole\n\
     blocks of the asked type is stored as f16.")]
 pub struct Args {

@@ -44,7 +44,8 @@ impl From<PoolingChoice> for Pooling {
     wgllm embed -m minilm \"A man is eating food.\" \"A man is eating bread.\" --normalize\n  \
     wgllm embed -m model.gguf -f texts.txt > vectors.jsonl   (one input per line of the file)")]
 pub struct Args {
-    /// Embedding model: a GGUF file (`bert`) or a known model name (`minilm`).
+    /// Embedding model: a GGUF file (bert, or a decoder stating a pooling) or a known model
+    /// name (`minilm`).
     #[arg(short = 'm', long = "model")]
     pub model: String,
     #[command(flatten)]

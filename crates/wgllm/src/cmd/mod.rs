@@ -48,7 +48,8 @@ pub enum Command {
     Synth(synth::Args),
     /// Print a model's token ids for a text, one per line.
     Tokenize(tokenize::Args),
-    /// Embed texts with an embedding model (BERT family): one JSON array per input and line.
+    /// Embed texts with an embedding model (BERT, Qwen3-Embedding…): one JSON array per input
+    /// and line.
     Embed(embed::Args),
     /// Convert a Hugging Face checkpoint folder (config.json, *.safetensors, tokenizer.json)
     /// into a GGUF file.

@@ -22,7 +22,7 @@ use super::backend::BackendArgs;
 pub struct Args {
     /// GGUF file, a known model name (`smollm2`, `gemma3-270m`, `minilm`) or
     /// `hf:OWNER/REPO/FILE.gguf`; default: smollm2, downloaded on first use. An embedding model
-    /// (bert) serves POST /v1/embeddings.
+    /// (bert, or a decoder stating a pooling) serves POST /v1/embeddings.
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
     #[command(flatten)]
