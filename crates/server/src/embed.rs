@@ -468,7 +468,11 @@ async fn answer(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, ApiError> {
     let body = body.map_err(|r| ApiError::unread_body(&r, app.cfg.max_body_bytes))?;
-    let req = parse(app, &body)?;
+    // Tokenizing up to MAX_INPUTS texts is CPU work: off the async workers.
+    let parsing = app.clone();
+    let req = tokio::task::spawn_blocking(move || parse(&parsing, &body))
+        .await
+        .map_err(|e| ApiError::internal(format!("parsing the request: {e}")))??;
     let n_tokens: usize = req.inputs.iter().map(Vec::len).sum();
     let n_inputs = req.inputs.len();
     let (reply, wait) = oneshot::channel();
