@@ -16,6 +16,8 @@ mod cmd;
     after_help = "Examples:\n  \
         wgllm run --chat -p \"What is the capital of France?\"   (default model, pulled on first use)\n  \
         wgllm run -m model.gguf -p \"Once upon a time\" -n 64 --temp 0\n  \
+        wgllm embed -m minilm \"A man is eating food.\" --normalize   (an embedding model)\n  \
+        wgllm convert ./checkpoint -o model.gguf --type q8_0    (a Hugging Face folder into GGUF)\n  \
         wgllm devices\n  \
         wgllm web --port 8080                                  (the chat page in a browser)\n  \
         wgllm info model.gguf\n  \

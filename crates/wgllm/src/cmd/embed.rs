@@ -58,7 +58,7 @@ pub struct Args {
     /// Scale every embedding to unit length (then a dot product is the cosine similarity).
     #[arg(long)]
     pub normalize: bool,
-    /// Pooling instead of the model's own (`bert.pooling_type`).
+    /// Pooling instead of the model's own (`{arch}.pooling_type`).
     #[arg(long, value_enum)]
     pub pooling: Option<PoolingChoice>,
     /// Cut inputs longer than the model's positions to fit, instead of failing.
