@@ -341,23 +341,28 @@ struct BatchInputs {
     pool: Vec<f32>,
 }
 
-/// Tokens, positions, the padding mask (`causal`: also hiding later tokens) and the pooling
-/// weights of `batch` in `shape`; slots past the batch are all padding (their rows see no key
-/// and pool nothing).
+/// Tokens, positions, the attention mask and the pooling weights of `batch` in `shape`; slots
+/// past the batch are all padding (they pool nothing). The mask is one per sequence hiding its
+/// padding keys, or with `causal` one lower triangle all sequences share: padding follows a
+/// sequence's tokens, so a real token never sees it.
 fn batch_inputs(batch: &[&[u32]], shape: EncodeShape, pad: u32, causal: bool) -> BatchInputs {
     let (len, seqs) = (shape.n_len as usize, shape.n_seq as usize);
     let mut tokens = vec![pad as i32; len * seqs];
     let positions: Vec<i32> = (0..len * seqs).map(|i| (i % len) as i32).collect();
-    let mut mask = vec![f32::NEG_INFINITY; len * len * seqs];
+    let mut mask = vec![f32::NEG_INFINITY; len * len * if causal { 1 } else { seqs }];
+    if causal {
+        for q in 0..len {
+            mask[q * len..q * len + q + 1].fill(0.0);
+        }
+    }
     let mut pool = vec![0.0f32; len * seqs];
     for (s, ids) in batch.iter().enumerate() {
         let n = ids.len();
         for (t, &id) in ids.iter().enumerate() {
             tokens[s * len + t] = id as i32;
         }
-        for q in 0..len {
-            let seen = if causal { n.min(q + 1) } else { n };
-            mask[(s * len + q) * len..(s * len + q) * len + seen].fill(0.0);
+        for q in (0..len).filter(|_| !causal) {
+            mask[(s * len + q) * len..(s * len + q) * len + n].fill(0.0);
         }
         let row = &mut pool[s * len..(s + 1) * len];
         match shape.pooling {
@@ -436,7 +441,8 @@ mod tests {
             true,
         );
         assert_eq!(last.pool[..4], [0.0, 0.0, 1.0, 0.0]);
-        // Causal: query 1 sees keys 0 and 1 only.
+        // Causal: one shared triangle; query 1 sees keys 0 and 1 only.
+        assert_eq!(last.mask.len(), 16);
         assert_eq!(last.mask[4..6], [0.0, 0.0]);
         assert!(last.mask[6..8].iter().all(|v| *v == f32::NEG_INFINITY));
         assert!(last.pool[4..].iter().all(|v| *v == 0.0));

@@ -147,8 +147,8 @@ pub struct EncodeGraph {
     pub positions: TensorId,
     /// I32 `[n_len · n_seq]` token type (segment) ids, for models that have them.
     pub types: Option<TensorId>,
-    /// F32 `[n_len, n_len, 1, n_seq]`: 0 where a query may see a key, -inf at padding keys
-    /// (and, for a causal model, at later ones).
+    /// F32 `[n_len, n_len, 1, n_seq]`: 0 where a query may see a key, -inf at padding keys;
+    /// for a causal model `[n_len, n_len, 1, 1]`, -inf at later keys.
     pub mask: TensorId,
     /// F32 `[n_len, 1, n_seq]` pooling weights of each sequence's rows (absent without
     /// pooling).

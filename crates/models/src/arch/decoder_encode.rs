@@ -2,7 +2,8 @@
 //! decoder's layers over a batch of sequences padded to one length, each attending causally to
 //! its own tokens with no KV cache, then the final norm and the pooling of `bert.rs` (a weight
 //! row per sequence: the last token's for `last`, the mean for `mean`). Padding comes after a
-//! sequence's tokens, so causal attention never lets a real token see it.
+//! sequence's tokens, so causal attention never lets a real token see it, and one causal mask
+//! serves every sequence.
 
 use wgllm_core::op::GluOp;
 use wgllm_core::{DType, Graph, TensorId};
@@ -32,7 +33,8 @@ pub(crate) fn build_decoder_encode(
     let mut g = Graph::new();
     let tokens = g.input("tokens", DType::I32, [n, 1, 1, 1])?;
     let positions = g.input("positions", DType::I32, [n, 1, 1, 1])?;
-    let mask = g.input("mask", DType::F32, [len, len, 1, seqs])?;
+    // One causal triangle for every sequence (see `embed::batch_inputs`).
+    let mask = g.input("mask", DType::F32, [len, len, 1, 1])?;
     let w = |g: &mut Graph, name: &str, want: &[u64]| weight(g, f, name, want);
     let norm = |g: &mut Graph, x: TensorId, name: &str| -> Result<TensorId, ModelError> {
         let nw = w(g, name, &[g.ne(x)[0]])?;
