@@ -3,8 +3,9 @@
 //! An [`Embedder`] tokenizes each input, sorts the inputs by length and packs them into batches
 //! of `n_seq` sequences padded to `n_len` tokens (powers of two where the limits allow: `n_len`
 //! at most the model's positions, `n_seq · n_len` at most [`EmbedConfig::batch_tokens`],
-//! `n_seq` at most [`EmbedConfig::max_seqs`]), and runs each batch as one encoder graph. A graph is compiled once per batch shape and kept, as a session
-//! keeps its step graphs. No KV cache: every run starts from the inputs alone.
+//! `n_seq` at most [`EmbedConfig::max_seqs`]), and runs each batch as one encoder graph. A
+//! graph is compiled once per batch shape and kept, as a session keeps its step graphs. No KV
+//! cache: every run starts from the inputs alone.
 //!
 //! The embedder owns no backend: each call takes the one to run on, and the graphs it compiled
 //! there are kept for the next call (they run on the device they were compiled for; a call
@@ -12,7 +13,7 @@
 //! Reads are awaited ([`Embedder::embed_ids_async`], the browser's way); the blocking calls
 //! wrap them for backends whose reads complete at once.
 
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
 
 use wgllm_core::{Backend, Executable};
 use wgllm_gguf::GgufFile;
@@ -20,7 +21,7 @@ use wgllm_gguf::GgufFile;
 use crate::arch::bert::{EncodeGraph, EncodeShape, Pooling};
 use crate::arch::EmbeddingArch;
 use crate::error::ModelError;
-use crate::session::now;
+use crate::session::{f32s, now};
 use crate::tokenizer::Tokenizer;
 
 /// The fewest tokens a batch is padded to: shorter ones would only add graph shapes.
@@ -52,7 +53,7 @@ impl Default for EmbedConfig {
 pub enum Truncate {
     /// Refuse it.
     No,
-    /// Keep its first tokens, and its final `[SEP]` where it ends with one.
+    /// Keep its first tokens, and its final `[SEP]` or EOS where it ends with one ([`cut`]).
     Yes,
 }
 
@@ -109,8 +110,8 @@ impl Embedder {
     /// Compiles the smallest batch shape on `backend`, so that what it cannot run (an op, a
     /// dtype the device lacks) is an error now rather than at the first input.
     pub fn prepare(&mut self, backend: &dyn Backend) -> Result<(), ModelError> {
-        let len = self.padded_len(1);
-        self.compiled_for(backend, len, 1).map(|_| ())
+        let shape = self.shape(self.padded_len(1), 1);
+        self.compiled_for(backend, shape).map(|_| ())
     }
 
     /// The pooling in use.
@@ -229,14 +230,22 @@ impl Embedder {
         Ok(out)
     }
 
-    /// The shape of `n_seq` sequences of `len` tokens, compiled on `backend` unless it was
-    /// (graphs belong to the backend they were compiled on: another is refused).
+    /// `n_seq` sequences of `n_len` tokens, pooled as this embedder pools.
+    fn shape(&self, n_len: u32, n_seq: u32) -> EncodeShape {
+        EncodeShape {
+            n_seq,
+            n_len,
+            pooling: self.pooling,
+        }
+    }
+
+    /// The graph of `shape`, compiled on `backend` unless it was (graphs belong to the backend
+    /// they were compiled on: another is refused).
     fn compiled_for(
         &mut self,
         backend: &dyn Backend,
-        len: u32,
-        n_seq: u32,
-    ) -> Result<EncodeShape, ModelError> {
+        shape: EncodeShape,
+    ) -> Result<&mut Compiled, ModelError> {
         let name = backend.name();
         match &self.compiled_on {
             Some(on) if *on != name => {
@@ -246,17 +255,14 @@ impl Embedder {
             }
             _ => self.compiled_on = Some(name),
         }
-        let shape = EncodeShape {
-            n_seq,
-            n_len: len,
-            pooling: self.pooling,
-        };
-        if !self.compiled.contains_key(&shape) {
-            let graph = self.arch.build(&self.file, shape)?;
-            let exe = backend.compile(&graph.graph)?;
-            self.compiled.insert(shape, Compiled { graph, exe });
+        match self.compiled.entry(shape) {
+            Entry::Occupied(c) => Ok(c.into_mut()),
+            Entry::Vacant(slot) => {
+                let graph = self.arch.build(&self.file, shape)?;
+                let exe = backend.compile(&graph.graph)?;
+                Ok(slot.insert(Compiled { graph, exe }))
+            }
         }
-        Ok(shape)
     }
 
     /// The padded length of a batch whose longest input has `n` tokens.
@@ -278,22 +284,17 @@ impl Embedder {
             .min((self.cfg.batch_tokens / len).max(1))
             .min(self.cfg.max_seqs)
             .max(batch.len() as u32);
-        let shape = self.compiled_for(backend, len, n_seq)?;
         let pad = self.tokenizer.pad().unwrap_or(0);
-        let c = self
-            .compiled
-            .get_mut(&shape)
-            .ok_or_else(|| ModelError::BadSession("compiled shape missing".into()))?;
-        let inputs = batch_inputs(batch, shape, pad, self.arch.causal());
+        let (causal, pooling, e) = (self.arch.causal(), self.pooling, self.dim());
+        let shape = self.shape(len, n_seq);
+        let c = self.compiled_for(backend, shape)?;
+        let inputs = batch_inputs(batch, shape, pad, causal);
         let g = &c.graph;
         let mut feed = vec![
             (g.tokens, bytes_i32(&inputs.tokens)),
             (g.positions, bytes_i32(&inputs.positions)),
             (g.mask, bytes_f32(&inputs.mask)),
         ];
-        if let Some(types) = g.types {
-            feed.push((types, bytes_i32(&vec![0; inputs.tokens.len()])));
-        }
         if let Some(pool) = g.pool {
             feed.push((pool, bytes_f32(&inputs.pool)));
         }
@@ -305,12 +306,11 @@ impl Embedder {
             g.embeddings
         };
         let values = f32s(&c.exe.read_async(result).await?);
-        let e = self.arch.n_embd() as usize;
         let len = len as usize;
         Ok(batch
             .iter()
             .enumerate()
-            .map(|(s, ids)| match self.pooling {
+            .map(|(s, ids)| match pooling {
                 Pooling::None => values[s * len * e..(s * len + ids.len()) * e].to_vec(),
                 _ => values[s * e..(s + 1) * e].to_vec(),
             })
@@ -386,12 +386,6 @@ fn bytes_i32(v: &[i32]) -> Vec<u8> {
 
 fn bytes_f32(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn f32s(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 /// Cosine similarity of two vectors (0 when either is zero).

@@ -835,7 +835,7 @@ fn i32s(bytes: &[u8]) -> Vec<i32> {
         .collect()
 }
 
-fn f32s(bytes: &[u8]) -> Vec<f32> {
+pub(crate) fn f32s(bytes: &[u8]) -> Vec<f32> {
     bytes
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))

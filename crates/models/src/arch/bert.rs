@@ -145,8 +145,6 @@ pub struct EncodeGraph {
     pub tokens: TensorId,
     /// I32 `[n_len · n_seq]` positions (`0..n_len` in each sequence).
     pub positions: TensorId,
-    /// I32 `[n_len · n_seq]` token type (segment) ids, for models that have them.
-    pub types: Option<TensorId>,
     /// F32 `[n_len, n_len, 1, n_seq]`: 0 where a query may see a key, -inf at padding keys;
     /// for a causal model `[n_len, n_len, 1, 1]`, -inf at later keys.
     pub mask: TensorId,
@@ -218,12 +216,14 @@ pub fn build_encode(
     };
     let tokens = b.g.input("tokens", DType::I32, [n, 1, 1, 1])?;
     let positions = b.g.input("positions", DType::I32, [n, 1, 1, 1])?;
-    let types = b.g.input("token_types", DType::I32, [n, 1, 1, 1])?;
     let mask = b.g.input("mask", DType::F32, [len, len, 1, seqs])?;
 
     let x = b.embed("token_embd.weight", c.n_vocab, tokens)?;
-    let t = b.embed("token_types.weight", c.n_token_types, types)?;
-    let x = b.g.add(x, t)?;
+    // Every token is of type 0 (one segment, as llama.cpp embeds): row 0 of the type table.
+    let types = b.weight("token_types.weight", &[e, c.n_token_types])?;
+    let nb = b.g.node(types).layout.nb;
+    let type0 = b.g.view(types, [e, 1, 1, 1], nb, 0)?;
+    let x = b.g.add(x, type0)?;
     let p = b.embed("position_embd.weight", c.n_ctx_train, positions)?;
     let x = b.g.add(x, p)?;
     let mut x = b.layer_norm(x, "token_embd_norm")?;
@@ -253,12 +253,11 @@ pub fn build_encode(
         x = b.layer_norm(y, &blk("layer_output_norm"))?;
     }
 
-    pool(b.g, s, x, e, tokens, positions, Some(types), mask)
+    pool(b.g, s, x, e, tokens, positions, mask)
 }
 
 /// Ends an embedding graph: the token states `x` (`[e, n_len · n_seq]`) pooled as the shape
 /// says, unit-length copies beside them, both marked as outputs.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn pool(
     mut g: Graph,
     s: EncodeShape,
@@ -266,7 +265,6 @@ pub(crate) fn pool(
     e: u64,
     tokens: TensorId,
     positions: TensorId,
-    types: Option<TensorId>,
     mask: TensorId,
 ) -> Result<EncodeGraph, ModelError> {
     let (len, seqs) = (u64::from(s.n_len), u64::from(s.n_seq));
@@ -291,7 +289,6 @@ pub(crate) fn pool(
         graph: g,
         tokens,
         positions,
-        types,
         mask,
         pool,
         embeddings,

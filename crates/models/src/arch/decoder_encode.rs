@@ -90,5 +90,5 @@ pub(crate) fn build_decoder_encode(
         x = g.add(down, x)?;
     }
     let x = norm(&mut g, x, "output_norm.weight")?;
-    pool(g, s, x, e, tokens, positions, None, mask)
+    pool(g, s, x, e, tokens, positions, mask)
 }
