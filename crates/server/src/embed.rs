@@ -178,14 +178,17 @@ fn model_loop(backend: &dyn Backend, mut embedder: Embedder, rx: Receiver<Job>, 
                 Err(_) => break,
             }
         }
-        let all: Vec<Vec<u32>> = jobs.iter().flat_map(|j| j.inputs.clone()).collect();
+        let counts: Vec<usize> = jobs.iter().map(|j| j.inputs.len()).collect();
+        let all: Vec<Vec<u32>> = jobs
+            .iter_mut()
+            .flat_map(|j| std::mem::take(&mut j.inputs))
+            .collect();
         c.passes.fetch_add(1, Ordering::Relaxed);
         match embedder.embed_ids(backend, &all, true) {
             Ok(vecs) => {
                 let mut vecs = vecs.into_iter();
-                for j in jobs {
-                    let mine: Vec<Vec<f32>> = vecs.by_ref().take(j.inputs.len()).collect();
-                    let _ = j.reply.send(Ok(mine));
+                for (j, n) in jobs.into_iter().zip(counts) {
+                    let _ = j.reply.send(Ok(vecs.by_ref().take(n).collect()));
                 }
             }
             Err(e) => {
