@@ -120,6 +120,14 @@ struct GpuLoad {
     tokenizer: Option<Tokenizer>,
 }
 
+/// What the engine has loaded.
+enum Loaded {
+    /// A model that generates text.
+    Chat(Box<Model>),
+    /// An embedding model, and its summary line.
+    Embed(Box<Embedder>, String),
+}
+
 /// A streamed load in progress.
 enum Loading {
     Gpu(Box<GpuLoad>),
@@ -137,9 +145,7 @@ pub struct Engine {
     /// The device has SHADER_F16: the KV cache may be f16.
     f16: bool,
     config: EngineConfig,
-    model: Option<Model>,
-    /// The loaded embedding model and its summary (then `model` is none).
-    embedder: Option<(Embedder, String)>,
+    loaded: Option<Loaded>,
     loading: Option<Loading>,
 }
 
@@ -171,8 +177,7 @@ impl Engine {
             adapter,
             f16,
             config,
-            model: None,
-            embedder: None,
+            loaded: None,
             loading: None,
         })
     }
@@ -198,8 +203,7 @@ impl Engine {
 
     /// Drops the model, a load in progress and any weights on the device.
     fn unload(&mut self) {
-        self.model = None;
-        self.embedder = None;
+        self.loaded = None;
         self.loading = None;
         if let Dev::Gpu(gpu) = &self.dev {
             gpu.drop_resident_weights();
@@ -225,7 +229,7 @@ impl Engine {
                 file.tensors().len(),
                 file.file_len() as f64 / 1e6,
             );
-            self.embedder = Some((e, summary.clone()));
+            self.loaded = Some(Loaded::Embed(Box::new(e), summary.clone()));
             return Ok(summary);
         }
         let cfg = SessionConfig {
@@ -245,13 +249,13 @@ impl Engine {
             cfg.n_ctx,
             cfg.kv_dtype
         );
-        self.model = Some(Model {
+        self.loaded = Some(Loaded::Chat(Box::new(Model {
             session,
             tokenizer,
             summary: summary.clone(),
             cached: Vec::new(),
             reused: 0,
-        });
+        })));
         Ok(summary)
     }
 
@@ -358,19 +362,19 @@ impl Engine {
 
     /// The loaded model's summary, if any.
     pub fn model_summary(&self) -> Option<&str> {
-        match (&self.model, &self.embedder) {
-            (Some(m), _) => Some(m.summary.as_str()),
-            (None, Some((_, summary))) => Some(summary.as_str()),
-            (None, None) => None,
+        match &self.loaded {
+            Some(Loaded::Chat(m)) => Some(m.summary.as_str()),
+            Some(Loaded::Embed(_, summary)) => Some(summary.as_str()),
+            None => None,
         }
     }
 
     /// The loaded model, for generation.
     fn generator(&self) -> Result<&Model, WebError> {
-        match (&self.model, &self.embedder) {
-            (Some(m), _) => Ok(m),
-            (None, Some(_)) => Err(WebError::NotGenerating),
-            (None, None) => Err(WebError::NoModel),
+        match &self.loaded {
+            Some(Loaded::Chat(m)) => Ok(m),
+            Some(Loaded::Embed(..)) => Err(WebError::NotGenerating),
+            None => Err(WebError::NoModel),
         }
     }
 
@@ -383,10 +387,10 @@ impl Engine {
         normalize: bool,
         truncate: bool,
     ) -> Result<Vec<Vec<f32>>, WebError> {
-        let e = match (&mut self.embedder, &self.model) {
-            (Some((e, _)), _) => e,
-            (None, Some(_)) => return Err(WebError::NotEmbedding),
-            (None, None) => return Err(WebError::NoModel),
+        let e = match &mut self.loaded {
+            Some(Loaded::Embed(e, _)) => e,
+            Some(Loaded::Chat(_)) => return Err(WebError::NotEmbedding),
+            None => return Err(WebError::NoModel),
         };
         let truncate = if truncate {
             Truncate::Yes
@@ -410,7 +414,10 @@ impl Engine {
 
     /// Of the last prompt [`Engine::generate`] took, the tokens its cache held already.
     pub fn reused_tokens(&self) -> usize {
-        self.model.as_ref().map_or(0, |m| m.reused)
+        match &self.loaded {
+            Some(Loaded::Chat(m)) => m.reused,
+            _ => 0,
+        }
     }
 
     /// Token ids of a conversation in the model's chat template, opening the assistant's reply.
@@ -430,8 +437,11 @@ impl Engine {
         sampler: SamplerConfig,
         on_text: impl FnMut(&str) -> bool,
     ) -> Result<GenStats, WebError> {
-        self.generator()?;
-        let m = self.model.as_mut().ok_or(WebError::NoModel)?;
+        let m = match &mut self.loaded {
+            Some(Loaded::Chat(m)) => m,
+            Some(Loaded::Embed(..)) => return Err(WebError::NotGenerating),
+            None => return Err(WebError::NoModel),
+        };
         let common = reusable_prefix(&m.cached, prompt);
         m.session.truncate(common);
         m.cached.truncate(common);

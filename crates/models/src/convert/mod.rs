@@ -213,10 +213,7 @@ fn widen(name: &str, dtype: StDtype, data: &[u8]) -> Result<Vec<f32>> {
         .chunks_exact(2)
         .map(|c| u16::from_le_bytes([c[0], c[1]]));
     Ok(match dtype {
-        StDtype::F32 => data
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
+        StDtype::F32 => crate::session::f32s(data),
         StDtype::F16 => pairs.map(|b| half::f16::from_bits(b).to_f32()).collect(),
         StDtype::BF16 => pairs.map(|b| half::bf16::from_bits(b).to_f32()).collect(),
         other => {
