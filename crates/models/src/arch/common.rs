@@ -198,6 +198,53 @@ pub(crate) fn blk(il: u32, name: &str) -> String {
     format!("blk.{il}.{name}.weight")
 }
 
+/// RMSNorm over dim 0 of `x` times the weight `name` (`[x.ne0]`).
+pub(crate) fn rms_norm_by(
+    g: &mut Graph,
+    f: &GgufFile,
+    x: TensorId,
+    name: &str,
+    eps: f32,
+) -> Result<TensorId, ModelError> {
+    let w = weight(g, f, name, &[g.ne(x)[0]])?;
+    let h = g.rms_norm(x, eps)?;
+    Ok(g.mul(h, w)?)
+}
+
+/// `blk.{il}.{name}` applied to `x` (`[n_in, n]` → `[n_out, n]`), plus its bias if `bias`.
+pub(crate) fn block_linear(
+    g: &mut Graph,
+    f: &GgufFile,
+    il: u32,
+    name: &str,
+    x: TensorId,
+    n_out: u64,
+    bias: bool,
+) -> Result<TensorId, ModelError> {
+    let w = weight(g, f, &blk(il, name), &[g.ne(x)[0], n_out])?;
+    let y = g.mul_mat(w, x)?;
+    if !bias {
+        return Ok(y);
+    }
+    let b = weight(g, f, &format!("blk.{il}.{name}.bias"), &[n_out])?;
+    Ok(g.add(y, b)?)
+}
+
+/// Gated feed-forward of layer `il`: `ffn_down(act(ffn_gate·h) · ffn_up·h)`.
+pub(crate) fn gated_ffn(
+    g: &mut Graph,
+    f: &GgufFile,
+    hp: &Hparams,
+    il: u32,
+    h: TensorId,
+    act: GluOp,
+) -> Result<TensorId, ModelError> {
+    let gate = block_linear(g, f, il, "ffn_gate", h, hp.n_ff, false)?;
+    let up = block_linear(g, f, il, "ffn_up", h, hp.n_ff, false)?;
+    let x = g.glu_split(gate, up, act)?;
+    block_linear(g, f, il, "ffn_down", x, hp.n_embd, false)
+}
+
 /// One step graph under construction: the graph, its inputs, and what the blocks read.
 pub(crate) struct Builder<'a> {
     pub g: Graph,
@@ -301,9 +348,7 @@ impl<'a> Builder<'a> {
 
     /// RMSNorm over dim 0 of `x` times the weight `name` (`[x.ne0]`).
     pub fn norm(&mut self, x: TensorId, name: &str) -> Result<TensorId, ModelError> {
-        let w = self.weight(name, &[self.g.ne(x)[0]])?;
-        let h = self.g.rms_norm(x, self.hp.rms_eps)?;
-        Ok(self.g.mul(h, w)?)
+        rms_norm_by(&mut self.g, self.f, x, name, self.hp.rms_eps)
     }
 
     /// `blk.{il}.{name}` applied to `x` (`[n_in, n]` → `[n_out, n]`), plus its bias if `bias`.
@@ -315,13 +360,7 @@ impl<'a> Builder<'a> {
         n_out: u64,
         bias: bool,
     ) -> Result<TensorId, ModelError> {
-        let w = self.weight(&blk(il, name), &[self.g.ne(x)[0], n_out])?;
-        let y = self.g.mul_mat(w, x)?;
-        if !bias {
-            return Ok(y);
-        }
-        let b = self.weight(&format!("blk.{il}.{name}.bias"), &[n_out])?;
-        Ok(self.g.add(y, b)?)
+        block_linear(&mut self.g, self.f, il, name, x, n_out, bias)
     }
 
     /// Self-attention of layer `il` over the normed input `h` `[n_embd, n]`, through the output
@@ -377,10 +416,7 @@ impl<'a> Builder<'a> {
 
     /// Gated feed-forward of layer `il`: `ffn_down(act(ffn_gate·h) · ffn_up·h)`.
     pub fn ffn(&mut self, il: u32, h: TensorId, act: GluOp) -> Result<TensorId, ModelError> {
-        let gate = self.linear(il, "ffn_gate", h, self.hp.n_ff, false)?;
-        let up = self.linear(il, "ffn_up", h, self.hp.n_ff, false)?;
-        let x = self.g.glu_split(gate, up, act)?;
-        self.linear(il, "ffn_down", x, self.hp.n_embd, false)
+        gated_ffn(&mut self.g, self.f, self.hp, il, h, act)
     }
 
     /// The mixture-of-experts feed-forward of layer `il` over the normed input `h`

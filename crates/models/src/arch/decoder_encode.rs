@@ -10,7 +10,7 @@ use wgllm_core::{DType, Graph, TensorId};
 use wgllm_gguf::GgufFile;
 
 use super::bert::{pool, EncodeGraph, EncodeShape};
-use super::common::{blk, freq_factors, Flavor, Hparams};
+use super::common::{blk, block_linear, freq_factors, gated_ffn, rms_norm_by, Flavor, Hparams};
 use super::weight;
 use crate::error::ModelError;
 
@@ -35,31 +35,17 @@ pub(crate) fn build_decoder_encode(
     let positions = g.input("positions", DType::I32, [n, 1, 1, 1])?;
     // One causal triangle for every sequence (see `embed::batch_inputs`).
     let mask = g.input("mask", DType::F32, [len, len, 1, 1])?;
-    let w = |g: &mut Graph, name: &str, want: &[u64]| weight(g, f, name, want);
-    let norm = |g: &mut Graph, x: TensorId, name: &str| -> Result<TensorId, ModelError> {
-        let nw = w(g, name, &[g.ne(x)[0]])?;
-        let h = g.rms_norm(x, hp.rms_eps)?;
-        Ok(g.mul(h, nw)?)
-    };
-    let linear = |g: &mut Graph, x: TensorId, il: u32, name: &str, n_out: u64, bias: bool| {
-        let lw = w(g, &blk(il, name), &[g.ne(x)[0], n_out])?;
-        let y = g.mul_mat(lw, x)?;
-        if !bias {
-            return Ok(y);
-        }
-        let b = w(g, &format!("blk.{il}.{name}.bias"), &[n_out])?;
-        Ok::<_, ModelError>(g.add(y, b)?)
-    };
-    let table = w(&mut g, "token_embd.weight", &[e, hp.n_vocab])?;
+    let norm = |g: &mut Graph, x: TensorId, name: &str| rms_norm_by(g, f, x, name, hp.rms_eps);
+    let table = weight(&mut g, f, "token_embd.weight", &[e, hp.n_vocab])?;
     let mut x = g.get_rows(table, tokens)?;
     let rope = hp.rope(flavor.rope_mode, hp.rope_base, hp.rope_freq_scale);
     let ff = freq_factors(&mut g, f, hp)?;
     let scale = 1.0 / (hd as f32).sqrt();
     for il in 0..hp.n_layer {
         let h = norm(&mut g, x, &blk(il, "attn_norm"))?;
-        let q = linear(&mut g, h, il, "attn_q", hd * nh, flavor.qkv_bias)?;
-        let k = linear(&mut g, h, il, "attn_k", hd * nkv, flavor.qkv_bias)?;
-        let v = linear(&mut g, h, il, "attn_v", hd * nkv, flavor.qkv_bias)?;
+        let q = block_linear(&mut g, f, il, "attn_q", h, hd * nh, flavor.qkv_bias)?;
+        let k = block_linear(&mut g, f, il, "attn_k", h, hd * nkv, flavor.qkv_bias)?;
+        let v = block_linear(&mut g, f, il, "attn_v", h, hd * nkv, flavor.qkv_bias)?;
         let mut q = g.reshape(q, [hd, nh, n, 1])?;
         let mut k = g.reshape(k, [hd, nkv, n, 1])?;
         if flavor.qk_norm {
@@ -80,13 +66,10 @@ pub(crate) fn build_decoder_encode(
         );
         let att = g.flash_attn_ext(q, k, v, Some(mask), None, scale, 0.0, 0.0)?;
         let att = g.reshape(att, [hd * nh, n, 1, 1])?;
-        let a = linear(&mut g, att, il, "attn_output", e, false)?;
+        let a = block_linear(&mut g, f, il, "attn_output", att, e, false)?;
         x = g.add(a, x)?;
         let h = norm(&mut g, x, &blk(il, "ffn_norm"))?;
-        let gate = linear(&mut g, h, il, "ffn_gate", hp.n_ff, false)?;
-        let up = linear(&mut g, h, il, "ffn_up", hp.n_ff, false)?;
-        let act = g.glu_split(gate, up, GluOp::Swiglu)?;
-        let down = linear(&mut g, act, il, "ffn_down", e, false)?;
+        let down = gated_ffn(&mut g, f, hp, il, h, GluOp::Swiglu)?;
         x = g.add(down, x)?;
     }
     let x = norm(&mut g, x, "output_norm.weight")?;
