@@ -117,7 +117,7 @@ fn chunk_seed(seed: u64, name: &str, chunk: u64) -> u64 {
 /// Adds tensor `name` of random values ~N(mean, std²) in `dtype`. Rows (`shape[0]` values) are
 /// generated and quantized in parallel, a chunk at a time, so at most one chunk of f32 per thread
 /// is held besides the tensor's own bytes.
-fn random_tensor(
+pub fn random_tensor(
     w: &mut GgufWriter,
     name: &str,
     dtype: DType,

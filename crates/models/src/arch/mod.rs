@@ -150,7 +150,7 @@ impl Architecture {
 /// Adds the weight `name` from `file` to `graph`, checking its extents: its bytes, or for a
 /// file whose tensor data was streamed to the device ([`GgufFile::holds_tensor_data`]), a
 /// resident weight of that name.
-pub(crate) fn weight(
+pub fn weight(
     graph: &mut Graph,
     file: &GgufFile,
     name: &str,

@@ -189,9 +189,15 @@ fn byte_chars() -> &'static [char; 256] {
     })
 }
 
+/// `bytes` as a byte-level token's text (each byte as its character of GPT-2's alphabet).
+pub fn encode_byte_level(bytes: &[u8]) -> String {
+    let table = byte_chars();
+    bytes.iter().map(|&b| table[usize::from(b)]).collect()
+}
+
 /// The bytes a byte-level token's text stands for (llama.cpp `llama_decode_text`). A character
 /// outside GPT-2's alphabet stands for its own UTF-8 (llama.cpp writes `[UNK_BYTE_0x…]` there).
-pub(crate) fn decode_byte_level(text: &str) -> Vec<u8> {
+pub fn decode_byte_level(text: &str) -> Vec<u8> {
     static INVERSE: OnceLock<HashMap<char, u8>> = OnceLock::new();
     let inverse = INVERSE.get_or_init(|| {
         byte_chars()

@@ -30,7 +30,7 @@ use std::borrow::Cow;
 
 use wgllm_gguf::{GgufError, GgufFile, Value};
 
-pub use bpe::BpePre;
+pub use bpe::{decode_byte_level, encode_byte_level, BpePre};
 pub use chat::ChatMessage;
 pub use stream::StreamDecoder;
 pub use vocab::TokenType;

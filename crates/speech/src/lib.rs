@@ -1,0 +1,22 @@
+//! wgllm-speech: speech to text with Whisper on the graph engine — audio files decoded and
+//! resampled (`audio`), the log-mel front end (`mel`), whisper.cpp's model files and their GGUF
+//! form (`model`, `ggml_bin`), the encoder and decoder graphs (`graph`), whisper.cpp's decoding
+//! (`decode`), a compiled model (`transcribe`) and the subtitle formats (`format`).
+
+pub mod audio;
+pub mod decode;
+pub mod error;
+pub mod format;
+pub mod ggml_bin;
+pub mod graph;
+pub mod lang;
+pub mod mel;
+pub mod model;
+pub mod synth;
+pub mod transcribe;
+
+pub use audio::Audio;
+pub use decode::{DecodeOptions, Segment, Transcript};
+pub use error::SpeechError;
+pub use model::WhisperModel;
+pub use transcribe::Transcriber;
