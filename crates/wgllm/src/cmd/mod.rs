@@ -21,6 +21,7 @@ pub mod run;
 pub mod serve;
 pub mod synth;
 pub mod tokenize;
+pub mod transcribe;
 pub mod web;
 
 /// Every `wgllm` subcommand.
@@ -51,6 +52,8 @@ pub enum Command {
     /// Embed texts with an embedding model (BERT, Qwen3-Embedding…): one JSON array per input
     /// and line.
     Embed(embed::Args),
+    /// Transcribe (or translate) speech with a Whisper model: text, SRT or VTT subtitles, JSON.
+    Transcribe(transcribe::Args),
     /// Convert a Hugging Face checkpoint folder (config.json, *.safetensors, tokenizer.json)
     /// into a GGUF file.
     Convert(convert::Args),
@@ -80,6 +83,7 @@ impl Command {
             Command::Synth(args) => synth::run(&args, &mut out)?,
             Command::Tokenize(args) => tokenize::run(&args, &mut out)?,
             Command::Embed(args) => embed::run(&args, &mut out)?,
+            Command::Transcribe(args) => transcribe::run(&args, &mut out)?,
             Command::Convert(args) => convert::run(&args, &mut out)?,
             Command::Serve(args) => serve::run(&args, &mut out)?,
             Command::Pull(args) => pull::run(&args, &mut out)?,
