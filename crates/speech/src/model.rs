@@ -152,7 +152,11 @@ impl Vocab {
         let multilingual = n >= 51_865;
         let n_languages = (n - 51_765 - u32::from(multilingual)) as usize;
         // Past the first 99 languages, each language token moves the tokens after it.
-        let shift = if multilingual { n_languages as u32 - 98 } else { 0 };
+        let shift = if multilingual {
+            n_languages as u32 - 98
+        } else {
+            0
+        };
         let (eot, sot) = if multilingual {
             (50_257, 50_258)
         } else {

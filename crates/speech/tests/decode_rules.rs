@@ -78,7 +78,10 @@ impl Runner for Scripted {
 fn timestamps_cut_segments_and_seek_through_windows() {
     let v = vocab(51_864);
     // English-only: whisper.cpp's ids, no language shift.
-    assert_eq!((v.eot, v.sot, v.prev, v.nosp, v.not, v.beg), (50_256, 50_257, 50_360, 50_361, 50_362, 50_363));
+    assert_eq!(
+        (v.eot, v.sot, v.prev, v.nosp, v.not, v.beg),
+        (50_256, 50_257, 50_360, 50_361, 50_362, 50_363)
+    );
     let (b, eot) = (v.beg, v.eot);
     let t = |c: char| c as u32;
     let w1 = vec![

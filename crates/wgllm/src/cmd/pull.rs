@@ -32,7 +32,10 @@ pub struct Args {
 /// Downloads the model (or lists the known ones) and prints its path.
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let Some(name) = &args.name else {
-        for m in KNOWN_MODELS {
+        for m in KNOWN_MODELS
+            .iter()
+            .chain(wgllm_speech::pull::WHISPER_MODELS)
+        {
             let state = if pull::cached(m, &model_cache_dir()).is_some() {
                 "cached"
             } else {
@@ -40,13 +43,13 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
             };
             writeln!(
                 out,
-                "{:<12} {} — {} ({} bytes, {state})",
+                "{:<16} {} — {} ({} bytes, {state})",
                 m.name, m.file, m.about, m.size
             )?;
         }
         return Ok(());
     };
-    let path = if HfSpec::is_hf(name) {
+    let path = if HfSpec::is_hf(name) || wgllm_speech::pull::find(name).is_some() {
         resolve_model(Some(name), &args.hub)?
     } else {
         pull::pull(pull::find(name)?, &model_cache_dir())?
@@ -71,6 +74,10 @@ pub fn resolve_model(m: Option<&str>, hub: &HubArgs) -> Result<PathBuf> {
         .map(|f| f.path)
         .with_context(|| format!("getting model '{spec}'"));
     }
+    if let Some(known) = wgllm_speech::pull::find(spec) {
+        return wgllm_speech::pull::pull(known, &model_cache_dir())
+            .with_context(|| format!("getting model '{spec}'"));
+    }
     if let Ok(known) = pull::find(spec) {
         return pull::pull(known, &model_cache_dir())
             .with_context(|| format!("getting model '{spec}'"));
@@ -81,6 +88,7 @@ pub fn resolve_model(m: Option<&str>, hub: &HubArgs) -> Result<PathBuf> {
             "model '{spec}' is neither a file, a known model ({}) nor hf:OWNER/REPO/FILE.gguf",
             KNOWN_MODELS
                 .iter()
+                .chain(wgllm_speech::pull::WHISPER_MODELS)
                 .map(|m| m.name)
                 .collect::<Vec<_>>()
                 .join(", ")

@@ -104,13 +104,18 @@ pub struct Args {
 fn options(args: &Args, multilingual: bool) -> Result<DecodeOptions> {
     let language = match args.language.as_str() {
         "auto" => None,
-        s => Some(lang::find(s).with_context(|| format!("unknown language '{s}' (a code such as en, de, fr, or auto)"))?),
+        s => Some(lang::find(s).with_context(|| {
+            format!("unknown language '{s}' (a code such as en, de, fr, or auto)")
+        })?),
     };
     if !multilingual && args.translate {
         bail!("--translate needs a multilingual model; this one is English-only");
     }
     if !multilingual && language.is_some_and(|l| l != 0) {
-        bail!("this model is English-only; --language {} needs a multilingual one", args.language);
+        bail!(
+            "this model is English-only; --language {} needs a multilingual one",
+            args.language
+        );
     }
     Ok(DecodeOptions {
         language,
@@ -137,12 +142,17 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     if let Some(dir) = &args.output_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let task = if args.translate { "translate" } else { "transcribe" };
+    let task = if args.translate {
+        "translate"
+    } else {
+        "transcribe"
+    };
     let (mut audio_s, mut work_s) = (0f64, 0f64);
     for file in &args.files {
         let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
         let ext = file.extension().and_then(|e| e.to_str());
-        let a = audio::decode(bytes, ext, None).with_context(|| format!("decoding {}", file.display()))?;
+        let a = audio::decode(bytes, ext, None)
+            .with_context(|| format!("decoding {}", file.display()))?;
         let bar = ProgressBar::new(1000).with_style(
             ProgressStyle::with_template("wgllm: {msg} [{bar:40}] {percent}%, {eta} left")
                 .expect("static template")
@@ -157,14 +167,21 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         work_s += t0.elapsed().as_secs_f64();
         audio_s += a.seconds();
         if let (Some(l), Some(p)) = (tr.language, tr.language_prob) {
-            eprintln!("wgllm transcribe: {}: detected language {} (p = {p:.3})", file.display(), lang::code(l));
+            eprintln!(
+                "wgllm transcribe: {}: detected language {} (p = {p:.3})",
+                file.display(),
+                lang::code(l)
+            );
         }
         let text = write(&tr, args.output.format(), task, a.seconds());
         match &args.output_dir {
             Some(dir) => {
-                let stem = file.file_stem().map_or("audio".into(), |s| s.to_string_lossy().into_owned());
+                let stem = file
+                    .file_stem()
+                    .map_or("audio".into(), |s| s.to_string_lossy().into_owned());
                 let dest = dir.join(format!("{stem}.{}", args.output.ext()));
-                std::fs::write(&dest, text).with_context(|| format!("writing {}", dest.display()))?;
+                std::fs::write(&dest, text)
+                    .with_context(|| format!("writing {}", dest.display()))?;
                 eprintln!("wgllm transcribe: wrote {}", dest.display());
             }
             None => out.write_all(text.as_bytes())?,
