@@ -207,6 +207,8 @@ pub fn router(app: Arc<EmbedApp>) -> Router {
         .route("/v1/embeddings", post(embeddings))
         .route("/v1/chat/completions", post(not_generating))
         .route("/v1/completions", post(not_generating))
+        .route("/v1/audio/transcriptions", post(not_generating))
+        .route("/v1/audio/translations", post(not_generating))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
@@ -224,7 +226,7 @@ async fn not_generating(State(app): State<Arc<EmbedApp>>) -> ApiError {
     ApiError::bad_param(
         "model",
         format!(
-            "The model '{}' is an embedding model: it serves POST /v1/embeddings, not text generation",
+            "The model '{}' is an embedding model: it serves POST /v1/embeddings, not text generation or speech",
             app.cfg.model_id
         ),
     )

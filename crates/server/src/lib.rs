@@ -9,7 +9,9 @@
 //!   (`scheduler`); requests wait in a bounded queue, and a full queue is a 503 with
 //!   `Retry-After`.
 //! - An embedding model is served by `embed` instead: `POST /v1/embeddings`, its inputs merged
-//!   into the model's batches. Each kind answers the other's routes with a 400 naming the kind.
+//!   into the model's batches. A Whisper model is served by `speech`: `POST
+//!   /v1/audio/transcriptions` and `/v1/audio/translations`. Each kind answers the others'
+//!   routes with a 400 naming the kind.
 
 pub mod api;
 pub mod embed;
@@ -17,6 +19,7 @@ pub mod error;
 pub mod metrics;
 mod routes;
 pub mod scheduler;
+pub mod speech;
 pub mod stop;
 
 use std::future::Future;
@@ -125,6 +128,16 @@ impl Service for App {
 
     fn close(&self) {
         self.engine.close();
+    }
+}
+
+impl Service for speech::SpeechApp {
+    fn router(self: Arc<Self>) -> axum::Router {
+        speech::router(self)
+    }
+
+    fn close(&self) {
+        speech::SpeechApp::close(self);
     }
 }
 

@@ -32,6 +32,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/chat/completions", post(chat))
         .route("/v1/completions", post(completions))
         .route("/v1/embeddings", post(no_embeddings))
+        .route("/v1/audio/transcriptions", post(no_audio))
+        .route("/v1/audio/translations", post(no_audio))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
@@ -53,6 +55,17 @@ async fn no_embeddings(State(app): State<Arc<App>>) -> ApiError {
         "model",
         format!(
             "The model '{}' generates text: /v1/embeddings needs an embedding model (bert, Qwen3-Embedding...), served by `wgllm serve -m EMBEDDER`",
+            app.cfg.model_id
+        ),
+    )
+    .with_code("model_not_supported")
+}
+
+async fn no_audio(State(app): State<Arc<App>>) -> ApiError {
+    ApiError::bad_param(
+        "model",
+        format!(
+            "The model '{}' generates text: /v1/audio needs a Whisper model, served by `wgllm serve -m WHISPER`",
             app.cfg.model_id
         ),
     )

@@ -77,6 +77,8 @@ pub struct Segment {
     /// Start and end in centiseconds of the audio (whisper.cpp's unit).
     pub t0: i64,
     pub t1: i64,
+    /// Start of the 30 s window it was decoded in, in centiseconds (mel frames).
+    pub seek: i64,
     pub text: String,
     /// The segment's tokens, timestamp tokens included.
     pub tokens: Vec<u32>,
@@ -487,6 +489,7 @@ pub fn transcribe(
             let seg = |t0: i64, t1: i64, ids: &[Tok]| Segment {
                 t0,
                 t1,
+                seek,
                 text: v.text(&ids.iter().map(|t| t.id).collect::<Vec<_>>()),
                 tokens: ids.iter().map(|t| t.id).collect(),
                 avg_logprob: d.avg_logprobs as f32,

@@ -10,7 +10,7 @@ pub enum SpeechError {
     TooLong { max_seconds: f64 },
     #[error("not a Whisper model file: {0}")]
     BadModel(String),
-    #[error("'{0}' is not a Whisper model: `transcribe` and /v1/audio need one (ggml-*.bin, or a GGUF of architecture 'whisper')")]
+    #[error("not a Whisper model ({0}): `transcribe` and /v1/audio need one (whisper.cpp's ggml-*.bin, or a GGUF of architecture 'whisper')")]
     NotWhisper(String),
     #[error("unknown language '{0}' (a code such as en, de, fr, or auto)")]
     UnknownLanguage(String),

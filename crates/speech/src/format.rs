@@ -75,6 +75,7 @@ pub fn write(tr: &Transcript, f: Format, task: &str, duration: f64) -> String {
                 .map(|(i, s)| {
                     json!({
                         "id": i,
+                        "seek": s.seek,
                         "start": s.t0 as f64 / 100.0,
                         "end": s.t1 as f64 / 100.0,
                         "text": s.text,
@@ -135,6 +136,7 @@ mod tests {
         let seg = |t0, t1, text: &str| Segment {
             t0,
             t1,
+            seek: 0,
             text: text.into(),
             tokens: vec![1, 2],
             avg_logprob: -0.25,

@@ -306,6 +306,21 @@ fn split_words(b: &[u8]) -> Vec<&[u8]> {
     words
 }
 
+/// Whether the file at `path` is a Whisper model: whisper.cpp's format, or a GGUF of
+/// architecture `whisper` (only the header is read).
+pub fn is_whisper_file(path: &Path) -> bool {
+    let mut head = [0u8; 4];
+    let read =
+        std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head));
+    if read.is_err() {
+        return false;
+    }
+    if crate::ggml_bin::is_ggml_bin(&head) {
+        return true;
+    }
+    GgufFile::open(path).is_ok_and(|f| f.architecture().is_ok_and(|a| a == "whisper"))
+}
+
 /// A loaded Whisper model.
 pub struct WhisperModel {
     pub file: GgufFile,

@@ -13,16 +13,19 @@ use wgllm_models::embed::is_embedding_model;
 use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::{Architecture, EmbedConfig, Session, SessionConfig};
 use wgllm_server::embed::{EmbedApp, EmbedServerConfig};
+use wgllm_server::speech::{SpeechApp, SpeechServerConfig};
 use wgllm_server::{App, ServerConfig};
+use wgllm_speech::WhisperModel;
 
 use super::backend::BackendArgs;
 
 /// Arguments of `wgllm serve`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// GGUF file, a known model name (`smollm2`, `gemma3-270m`, `minilm`) or
+    /// GGUF file, a known model name (`smollm2`, `gemma3-270m`, `minilm`, `whisper-tiny.en`) or
     /// `hf:OWNER/REPO/FILE.gguf`; default: smollm2, downloaded on first use. An embedding model
-    /// (bert, or a decoder stating a pooling) serves POST /v1/embeddings.
+    /// (bert, or a decoder stating a pooling) serves POST /v1/embeddings; a Whisper model
+    /// (GGUF or whisper.cpp's ggml-*.bin) serves POST /v1/audio/transcriptions and translations.
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
     #[command(flatten)]
@@ -46,9 +49,13 @@ pub struct Args {
     /// Most tokens one batched step carries (decode tokens plus prompt chunks).
     #[arg(long, default_value_t = 256)]
     pub ubatch: usize,
-    /// Largest request body in bytes.
-    #[arg(long, default_value_t = 1 << 20)]
-    pub max_body: usize,
+    /// Largest request body in bytes (default: 1 MiB, or 25 MiB for a speech model, OpenAI's
+    /// limit on audio files).
+    #[arg(long)]
+    pub max_body: Option<usize>,
+    /// A speech model's longest audio, in seconds.
+    #[arg(long, default_value_t = 3600.0, value_name = "SECONDS")]
+    pub max_audio: f64,
     /// Read every decode step before queuing the next, even for a lone request (by default a
     /// lone greedy or top-K-sampled request keeps one step queued ahead on the device).
     #[arg(long)]
@@ -100,7 +107,7 @@ fn serve_embedder(
     let cfg = EmbedServerConfig {
         model_id: model_id.clone(),
         queue: args.queue,
-        max_body_bytes: args.max_body,
+        max_body_bytes: args.max_body.unwrap_or(1 << 20),
         embed: EmbedConfig {
             batch_tokens: args.batch_tokens,
             ..EmbedConfig::default()
@@ -117,12 +124,46 @@ fn serve_embedder(
     wgllm_server::serve_blocking(&addr, app, |a| listening(out, a))
 }
 
+/// Serves a Whisper model until Ctrl-C.
+fn serve_speech(args: &Args, path: &std::path::Path, out: &mut impl Write) -> Result<()> {
+    let t0 = Instant::now();
+    let model = WhisperModel::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let backend_args = args.backend.clone();
+    let described = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let desc = described.clone();
+    let backend = Box::new(move || -> Result<Box<dyn wgllm_core::Backend>> {
+        let (backend, d) = backend_args.open()?;
+        if let Ok(mut slot) = desc.lock() {
+            *slot = d;
+        }
+        Ok(backend)
+    });
+    let model_id = model_id(path);
+    let cfg = SpeechServerConfig {
+        model_id: model_id.clone(),
+        queue: args.queue,
+        max_body_bytes: args.max_body.unwrap_or(25 << 20),
+        max_audio_seconds: args.max_audio,
+    };
+    let app = SpeechApp::start(backend, model, cfg)?;
+    let on = described.lock().map(|d| d.clone()).unwrap_or_default();
+    eprintln!(
+        "wgllm: {model_id} on {on}, speech to text on /v1/audio/transcriptions and /v1/audio/translations, loaded in {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let addr = format!("{}:{}", args.host, args.port);
+    wgllm_server::serve_blocking(&addr, app, |a| listening(out, a))
+}
+
 /// Loads the model and serves until Ctrl-C (see `wgllm_server::serve_blocking`).
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     if args.parallel == 0 {
         anyhow::bail!("--parallel must be at least 1");
     }
     let path = super::pull::resolve_model(args.model.as_deref(), &args.hub)?;
+    if wgllm_speech::model::is_whisper_file(&path) {
+        return serve_speech(args, &path, out);
+    }
     let t0 = Instant::now();
     let file = GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?;
     if is_embedding_model(&file) {
@@ -159,7 +200,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let server = ServerConfig {
         queue: args.queue,
         ubatch: args.ubatch,
-        max_body_bytes: args.max_body,
+        max_body_bytes: args.max_body.unwrap_or(1 << 20),
         queue_ahead: !args.no_queue_ahead,
         prompt_cache: !args.no_prompt_cache,
         ..ServerConfig::new(model_id.clone(), n_ctx)
