@@ -1,5 +1,7 @@
 //! `wgllm convert`: a Hugging Face checkpoint folder into one GGUF file (llama.cpp's
-//! `convert_hf_to_gguf.py` without Python or PyTorch).
+//! `convert_hf_to_gguf.py` without Python or PyTorch); a Whisper model (whisper.cpp's
+//! `ggml-*.bin`, or a CTranslate2 folder as faster-whisper uses) into the GGUF form
+//! `docs/whisper-gguf.md` describes.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,13 +16,16 @@ use wgllm_models::convert;
 #[derive(ClapArgs, Debug)]
 #[command(after_help = "Examples:\n  \
     wgllm convert ./all-MiniLM-L6-v2 -o minilm.f16.gguf\n  \
-    wgllm convert ./all-MiniLM-L6-v2 -o minilm.q8_0.gguf --type q8_0\n\n\
+    wgllm convert ./all-MiniLM-L6-v2 -o minilm.q8_0.gguf --type q8_0\n  \
+    wgllm convert ggml-base.en.bin -o whisper-base.en.gguf          (whisper.cpp's format)\n  \
+    wgllm convert ./faster-whisper-small -o whisper-small.gguf      (CTranslate2 float16)\n\n\
     Architectures: BertModel (bert), LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2),\n\
     Qwen3ForCausalLM and Qwen3Model (qwen3; Qwen3-Embedding), with byte-level BPE tokenizers (Llama 3, Qwen, SmolLM, GPT-2\n\
     pre-tokenizers). Vectors (norms, biases) stay f32; a matrix whose rows are not whole\n\
     blocks of the asked type is stored as f16.")]
 pub struct Args {
-    /// The checkpoint folder: config.json, *.safetensors and tokenizer.json.
+    /// The checkpoint folder (config.json, *.safetensors and tokenizer.json), a whisper.cpp
+    /// model file, or a CTranslate2 Whisper folder (model.bin, vocabulary.txt).
     pub dir: PathBuf,
     /// The GGUF file to write.
     #[arg(short = 'o', long = "out")]
@@ -30,8 +35,46 @@ pub struct Args {
     pub dtype: String,
 }
 
+/// Writes the GGUF form of a Whisper model (weights as stored: whisper.cpp's types, or the
+/// checkpoint's f16/f32) and reports it.
+fn convert_whisper(args: &Args, out: &mut impl Write) -> Result<()> {
+    if args.dtype != "f16" {
+        bail!("a Whisper model is written with its weights as stored; --type {} is not offered for it", args.dtype);
+    }
+    let w = if args.dir.is_dir() {
+        wgllm_speech::ct2::convert(&args.dir)?
+    } else {
+        let bytes =
+            std::fs::read(&args.dir).with_context(|| format!("reading {}", args.dir.display()))?;
+        wgllm_speech::ggml_bin::to_writer(&bytes)?
+    };
+    let f = std::fs::File::create(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let mut f = std::io::BufWriter::new(f);
+    w.write_to(&mut f)?;
+    f.flush()?;
+    let written = std::fs::metadata(&args.out)?.len();
+    writeln!(out, "{}: whisper, {} bytes", args.out.display(), written)?;
+    Ok(())
+}
+
+/// Whether `path` is a Whisper model `convert` reads: whisper.cpp's file, or a CTranslate2 folder.
+fn is_whisper_source(path: &std::path::Path) -> bool {
+    if path.is_dir() {
+        return path.join("model.bin").exists() && path.join("vocabulary.txt").exists();
+    }
+    let mut head = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .is_ok_and(|()| wgllm_speech::ggml_bin::is_ggml_bin(&head))
+}
+
 /// Converts and reports what was written.
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
+    if is_whisper_source(&args.dir) {
+        return convert_whisper(args, out)
+            .with_context(|| format!("converting {}", args.dir.display()));
+    }
     let Some(dtype) = DType::from_name(&args.dtype) else {
         bail!(
             "unknown weight type '{}' (f32, f16, bf16, q8_0, q4_0, q4_k...)",
