@@ -38,9 +38,41 @@ pub enum Preset {
     /// BGE-base / E5-base's shapes: 12 layers, 768 wide (an embedding model).
     #[value(name = "bge-base")]
     BgeBase,
+    /// Whisper tiny (multilingual): 4 + 4 layers, 384 wide (a speech model, GGUF form).
+    #[value(name = "whisper-tiny")]
+    WhisperTiny,
+    /// Whisper tiny.en: English-only.
+    #[value(name = "whisper-tiny.en")]
+    WhisperTinyEn,
+    #[value(name = "whisper-base")]
+    WhisperBase,
+    #[value(name = "whisper-small")]
+    WhisperSmall,
+    #[value(name = "whisper-medium")]
+    WhisperMedium,
+    /// Whisper large-v3: 32 + 32 layers, 1280 wide, 128 mel bins.
+    #[value(name = "whisper-large-v3")]
+    WhisperLargeV3,
+    /// Whisper large-v3-turbo: large-v3's encoder, a 4-layer decoder.
+    #[value(name = "whisper-large-v3-turbo")]
+    WhisperLargeV3Turbo,
 }
 
 impl Preset {
+    /// The speech preset's name in `wgllm_speech::synth`, for Whisper shapes.
+    fn whisper(self) -> Option<&'static str> {
+        Some(match self {
+            Preset::WhisperTiny => "whisper-tiny",
+            Preset::WhisperTinyEn => "whisper-tiny.en",
+            Preset::WhisperBase => "whisper-base",
+            Preset::WhisperSmall => "whisper-small",
+            Preset::WhisperMedium => "whisper-medium",
+            Preset::WhisperLargeV3 => "whisper-large-v3",
+            Preset::WhisperLargeV3Turbo => "whisper-large-v3-turbo",
+            _ => return None,
+        })
+    }
+
     /// The context the real model was trained for (its GGUF's `context_length`): what `bench
     /// -d` and `-c` may reach on the synthetic file.
     fn n_ctx_train(self) -> u64 {
@@ -51,6 +83,8 @@ impl Preset {
             Preset::Gemma3_270m => 32_768,
             Preset::BertTiny => 128,
             Preset::MinilmL6 | Preset::BgeBase => 512,
+            // Whisper's text context.
+            _ => 448,
         }
     }
 
@@ -111,6 +145,8 @@ impl Preset {
             Preset::BertTiny => (SynthArch::Bert, s(300, 64, 2, 128, 4, 4, 0.0, true)),
             Preset::MinilmL6 => (SynthArch::Bert, s(30_522, 384, 6, 1536, 12, 12, 0.0, true)),
             Preset::BgeBase => (SynthArch::Bert, s(30_522, 768, 12, 3072, 12, 12, 0.0, true)),
+            // Speech presets are written by `wgllm_speech::synth` (see `whisper`).
+            _ => (SynthArch::Llama, s(300, 64, 2, 128, 4, 4, 1e4, false)),
         }
     }
 }
@@ -140,8 +176,16 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     if !wgllm_core::quant::can_quantize(dtype) {
         bail!("wgllm cannot quantize to {dtype} (it has no quantizer for that format)");
     }
-    let (arch, shape) = args.preset.shape();
-    let bytes = model_gguf(arch, &shape, dtype, args.seed)?;
+    let bytes = match args.preset.whisper() {
+        Some(name) => {
+            let c = wgllm_speech::synth::preset(name).expect("every Whisper preset has a shape");
+            wgllm_speech::synth::whisper_gguf(&c, dtype, args.seed)?
+        }
+        None => {
+            let (arch, shape) = args.preset.shape();
+            model_gguf(arch, &shape, dtype, args.seed)?
+        }
+    };
     std::fs::write(&args.output, &bytes)
         .with_context(|| format!("writing {}", args.output.display()))?;
     writeln!(

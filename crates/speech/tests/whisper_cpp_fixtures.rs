@@ -1,0 +1,173 @@
+//! Whisper tiny.en against whisper.cpp: on every committed clip, the greedy token ids, the text
+//! and the segment times (within 20 ms) that whisper.cpp 1.8.5's CPU build gives on the same
+//! weights (`scripts/whisper/gen_fixtures.sh` wrote the fixtures), on the CPU reference and on
+//! WebGPU; whisper.cpp's log-mel spectrogram of jfk.wav; the FLAC, MP3 and Ogg copies of jfk.wav
+//! decoded and transcribed like the WAV.
+//!
+//! They need the checkpoint, so they are ignored by default: run `wgllm pull whisper-tiny.en`,
+//! then `cargo test -p wgllm-speech --test whisper_cpp_fixtures -- --ignored`. `.ci/run` runs them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+use wgllm_core::Backend;
+use wgllm_cpu::CpuBackend;
+use wgllm_models::config::model_cache_dir;
+use wgllm_speech::decode::DecodeOptions;
+use wgllm_speech::{audio, Audio, Transcriber, WhisperModel};
+use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn model() -> Arc<WhisperModel> {
+    let path = model_cache_dir().join("whisper-tiny.en.F16.gguf");
+    assert!(
+        path.exists(),
+        "{} is missing: run `wgllm pull whisper-tiny.en`",
+        path.display()
+    );
+    Arc::new(WhisperModel::open(&path).unwrap())
+}
+
+fn clip(name: &str) -> Audio {
+    let p = fixtures().join("audio").join(name);
+    let ext = p.extension().and_then(|e| e.to_str()).map(str::to_string);
+    audio::decode(std::fs::read(&p).unwrap(), ext.as_deref(), None).unwrap()
+}
+
+/// Every `<clip>.json` fixture.
+fn cases() -> Vec<Value> {
+    let mut v: Vec<(String, Value)> = std::fs::read_dir(fixtures())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| e == "json")
+                && !p.to_string_lossy().ends_with("_mel.json")
+        })
+        .map(|p| {
+            (
+                p.display().to_string(),
+                serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap(),
+            )
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    assert!(v.len() >= 5, "fixtures missing in {}", fixtures().display());
+    v.into_iter().map(|(_, j)| j).collect()
+}
+
+/// whisper-cli's flags in the fixtures: greedy, one candidate at each fallback temperature.
+fn opts() -> DecodeOptions {
+    DecodeOptions {
+        best_of: 1,
+        ..DecodeOptions::default()
+    }
+}
+
+fn check(backend: &dyn Backend) {
+    let mut t = Transcriber::new(model(), backend).unwrap();
+    let mut failures = Vec::new();
+    for case in cases() {
+        let name = case["clip"].as_str().unwrap();
+        let tr = t.transcribe(&clip(name), &opts(), |_| {}).unwrap();
+        let want = case["segments"].as_array().unwrap();
+        let got: Vec<Vec<u32>> = tr.segments.iter().map(|s| s.tokens.clone()).collect();
+        let want_ids: Vec<Vec<u32>> = want
+            .iter()
+            .map(|s| {
+                s["tokens"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t.as_u64().unwrap() as u32)
+                    .collect()
+            })
+            .collect();
+        if got != want_ids {
+            failures.push(format!(
+                "{name}: tokens\n  got  {got:?}\n  want {want_ids:?}"
+            ));
+            continue;
+        }
+        if tr.text() != case["text"].as_str().unwrap() {
+            failures.push(format!(
+                "{name}: text {:?}, whisper.cpp {:?}",
+                tr.text(),
+                case["text"]
+            ));
+        }
+        for (i, (g, w)) in tr.segments.iter().zip(want).enumerate() {
+            let (t0, t1) = (w["t0_ms"].as_i64().unwrap(), w["t1_ms"].as_i64().unwrap());
+            if (g.t0 * 10 - t0).abs() > 20 || (g.t1 * 10 - t1).abs() > 20 {
+                failures.push(format!(
+                    "{name} segment {i}: {}..{} ms, whisper.cpp {t0}..{t1}",
+                    g.t0 * 10,
+                    g.t1 * 10
+                ));
+            }
+        }
+        println!(
+            "{name}: {} segments equal to whisper.cpp's",
+            tr.segments.len()
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+#[ignore = "needs the Whisper tiny.en checkpoint (wgllm pull whisper-tiny.en)"]
+fn whisper_tiny_en_matches_whisper_cpp_on_the_cpu() {
+    check(&CpuBackend);
+}
+
+#[test]
+#[ignore = "needs the Whisper tiny.en checkpoint (wgllm pull whisper-tiny.en)"]
+fn whisper_tiny_en_matches_whisper_cpp_on_webgpu() {
+    let gpu = WebGpuBackend::new(WebGpuConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+    println!("adapter: {}", gpu.adapter().name);
+    check(&gpu);
+}
+
+#[test]
+#[ignore = "needs the Whisper tiny.en checkpoint (wgllm pull whisper-tiny.en)"]
+fn other_containers_transcribe_like_the_wav() {
+    let wav = clip("jfk.wav");
+    // FLAC is lossless: the same samples.
+    assert_eq!(clip("jfk.flac").samples, wav.samples);
+    let mut t = Transcriber::new(model(), &CpuBackend).unwrap();
+    let want = t.transcribe(&wav, &opts(), |_| {}).unwrap().text();
+    for name in ["jfk.mp3", "jfk.ogg"] {
+        let a = clip(name);
+        assert!(
+            (a.seconds() - wav.seconds()).abs() < 0.1,
+            "{name}: {} s",
+            a.seconds()
+        );
+        let got = t.transcribe(&a, &opts(), |_| {}).unwrap().text();
+        assert_eq!(got, want, "{name}");
+    }
+}
+
+#[test]
+fn the_log_mel_spectrogram_is_whisper_cpps() {
+    let f: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures().join("jfk_mel.json")).unwrap())
+            .unwrap();
+    let filters = wgllm_speech::mel::MelFilters::slaney(80);
+    let mel = wgllm_speech::mel::log_mel(&clip("jfk.wav").samples, &filters);
+    assert_eq!(mel.n_len as u64, f["n_len"].as_u64().unwrap());
+    let frames = f["n_frames"].as_u64().unwrap() as usize;
+    let data = f["mel"].as_array().unwrap();
+    let mut worst = 0f64;
+    for m in 0..80 {
+        for t in 0..frames {
+            let want = data[m * frames + t].as_f64().unwrap();
+            worst = worst.max((f64::from(mel.data[m * mel.n_len + t]) - want).abs());
+        }
+    }
+    assert!(worst < 2e-3, "worst difference {worst}");
+}
