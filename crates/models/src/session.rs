@@ -816,15 +816,16 @@ fn outputs(step: &Step, read: Readback, sampled: bool) -> Vec<TensorId> {
 /// The result of a future that needs no waiting: natively every backend's reads complete when
 /// first polled. A backend whose reads must be awaited (WebGPU in the browser) gets an error
 /// pointing to the `_async` methods instead of a blocked event loop.
-pub(crate) fn now<T>(f: impl Future<Output = Result<T, ModelError>>) -> Result<T, ModelError> {
+pub fn now<T, E: From<ModelError>>(f: impl Future<Output = Result<T, E>>) -> Result<T, E> {
     let mut f = std::pin::pin!(f);
     match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(r) => r,
         Poll::Pending => Err(ModelError::BadSession(
             "this backend's reads must be awaited: use the async calls (Session::step_async, \
-             generate_async, Embedder::embed_ids_async)"
+             generate_async, Embedder::embed_ids_async, Transcriber::transcribe_async)"
                 .into(),
-        )),
+        )
+        .into()),
     }
 }
 

@@ -7,6 +7,8 @@
 //! again by sampling `best_of` candidates at each higher temperature. The window's timestamp
 //! tokens cut it into segments, and the seek moves to the last timestamp.
 
+use std::future::Future;
+
 use rand::distr::{weighted::WeightedIndex, Distribution};
 use rand::SeedableRng;
 
@@ -14,13 +16,18 @@ use crate::error::SpeechError;
 use crate::mel::WINDOW_FRAMES;
 use crate::model::Vocab;
 
-/// What runs the model for the decoding loop.
+/// What runs the model for the decoding loop (its reads are awaited: in the browser they
+/// complete on a later turn of the event loop).
 pub trait Runner {
     /// Encodes the 30 s window of mel frames starting at frame `seek`.
-    fn encode(&mut self, seek: usize) -> Result<(), SpeechError>;
+    fn encode(&mut self, seek: usize) -> impl Future<Output = Result<(), SpeechError>>;
     /// Runs `tokens` at positions `n_past..` of the current decoding (earlier positions keep
     /// what the previous calls wrote) and returns the last token's logits.
-    fn decode(&mut self, tokens: &[u32], n_past: usize) -> Result<Vec<f32>, SpeechError>;
+    fn decode(
+        &mut self,
+        tokens: &[u32],
+        n_past: usize,
+    ) -> impl Future<Output = Result<Vec<f32>, SpeechError>>;
 }
 
 /// How to decode (whisper.cpp's `whisper_full_params`, with its defaults).
@@ -302,8 +309,8 @@ fn sample(v: &Vocab, lp: &[f32], probs: &[f32], rng: Option<&mut rand::rngs::Std
 
 /// Transcribes `n_frames` mel frames (the audio's, from whisper.cpp's `n_len`) through `r`.
 /// `on_progress` hears the fraction of the audio done after each window.
-pub fn transcribe(
-    r: &mut dyn Runner,
+pub async fn transcribe<R: Runner>(
+    r: &mut R,
     v: &Vocab,
     n_text_ctx: usize,
     n_audio_ctx: usize,
@@ -332,7 +339,7 @@ pub fn transcribe(
                 )))
             }
             None => {
-                let (l, p) = detect_language(r, v)?;
+                let (l, p) = detect_language(r, v).await?;
                 out.language = Some(l);
                 out.language_prob = Some(p);
             }
@@ -371,7 +378,7 @@ pub fn transcribe(
 
     let mut seek = 0i64;
     while seek + DELTA_MIN < seek_end {
-        r.encode(seek as usize)?;
+        r.encode(seek as usize).await?;
         if seek > 0 && seek + 500 >= seek_end {
             past.clear();
         }
@@ -390,7 +397,7 @@ pub fn transcribe(
             let mut decoders = Vec::with_capacity(n_dec);
             for _ in 0..n_dec {
                 let mut d = Decoder::new();
-                let logits = r.decode(&prompt, 0)?;
+                let logits = r.decode(&prompt, 0).await?;
                 let lp = logprobs(&logits);
                 no_speech_prob = lp[v.nosp as usize].exp();
                 let (mut lp, mut probs) = process_logits(v, logits, &d, t, opts, max_initial_ts);
@@ -429,7 +436,7 @@ pub fn transcribe(
                         d.failed = true;
                         break;
                     }
-                    let logits = r.decode(&[tok.id], prompt.len() + i)?;
+                    let logits = r.decode(&[tok.id], prompt.len() + i).await?;
                     (lp, probs) = process_logits(v, logits, &d, t, opts, max_initial_ts);
                 }
                 decoders.push(d);
@@ -533,14 +540,14 @@ pub fn transcribe(
 
 /// The most probable language of the encoded window and its probability (whisper.cpp's
 /// `whisper_lang_auto_detect`: the language tokens' logits after `<|startoftranscript|>`).
-pub fn detect_language(r: &mut dyn Runner, v: &Vocab) -> Result<(usize, f32), SpeechError> {
+pub async fn detect_language<R: Runner>(r: &mut R, v: &Vocab) -> Result<(usize, f32), SpeechError> {
     if !v.multilingual {
         return Err(SpeechError::Unsupported(
             "language detection needs a multilingual model; this one is English-only".into(),
         ));
     }
-    r.encode(0)?;
-    let logits = r.decode(&[v.sot], 0)?;
+    r.encode(0).await?;
+    let logits = r.decode(&[v.sot], 0).await?;
     let ls: Vec<f32> = (0..v.n_languages)
         .map(|i| logits[v.lang_token(i) as usize])
         .collect();

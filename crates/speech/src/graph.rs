@@ -18,7 +18,7 @@ use crate::model::WhisperConfig;
 
 /// LayerNorm epsilon (PyTorch's default, as Whisper uses).
 const EPS: f32 = 1e-5;
-/// dtype of the self- and cross-attention caches (whisper.cpp's).
+/// dtype of the self- and cross-attention caches where the backend has f16 (whisper.cpp's).
 pub const CACHE_DTYPE: DType = DType::F16;
 
 /// The encoder graph and its handles.
@@ -145,8 +145,12 @@ impl B<'_> {
     }
 }
 
-/// Builds the encoder graph.
-pub fn build_encoder(c: &WhisperConfig, f: &GgufFile) -> Result<EncoderGraph, SpeechError> {
+/// Builds the encoder graph, its cross-attention caches in `cache`.
+pub fn build_encoder(
+    c: &WhisperConfig,
+    f: &GgufFile,
+    cache: DType,
+) -> Result<EncoderGraph, SpeechError> {
     let mut b = B { g: Graph::new(), f };
     let (e, ctx) = (c.n_audio_state, c.n_audio_ctx);
     let mel = b.g.input("mel", DType::F32, [2 * ctx, c.n_mels, 1, 1])?;
@@ -185,10 +189,8 @@ pub fn build_encoder(c: &WhisperConfig, f: &GgufFile) -> Result<EncoderGraph, Sp
         let p = format!("decoder.blocks.{il}.cross_attn");
         let k = b.linear(states, &format!("{p}.key"), e, false)?;
         let v = b.linear(states, &format!("{p}.value"), e, true)?;
-        let ck =
-            b.g.state(&format!("cross_k.{il}"), CACHE_DTYPE, [e, ctx, 1, 1])?;
-        let cv =
-            b.g.state(&format!("cross_v.{il}"), CACHE_DTYPE, [e, ctx, 1, 1])?;
+        let ck = b.g.state(&format!("cross_k.{il}"), cache, [e, ctx, 1, 1])?;
+        let cv = b.g.state(&format!("cross_v.{il}"), cache, [e, ctx, 1, 1])?;
         b.g.cpy(k, ck)?;
         b.g.cpy(v, cv)?;
     }
@@ -199,11 +201,12 @@ pub fn build_encoder(c: &WhisperConfig, f: &GgufFile) -> Result<EncoderGraph, Sp
     })
 }
 
-/// Builds the decoder graph of `n_tokens` tokens a run.
+/// Builds the decoder graph of `n_tokens` tokens a run, its caches in `cache`.
 pub fn build_decoder(
     c: &WhisperConfig,
     f: &GgufFile,
     n_tokens: u32,
+    cache: DType,
 ) -> Result<DecoderGraph, SpeechError> {
     if n_tokens == 0 || u64::from(n_tokens) > c.n_text_ctx {
         return Err(SpeechError::Unsupported(format!(
@@ -231,10 +234,8 @@ pub fn build_decoder(
         let q = b.linear(h, &format!("{p}.attn.query"), e, true)?;
         let k = b.linear(h, &format!("{p}.attn.key"), e, false)?;
         let v = b.linear(h, &format!("{p}.attn.value"), e, true)?;
-        let sk =
-            b.g.state(&format!("self_k.{il}"), CACHE_DTYPE, [e, ctx, 1, 1])?;
-        let sv =
-            b.g.state(&format!("self_v.{il}"), CACHE_DTYPE, [e, ctx, 1, 1])?;
+        let sk = b.g.state(&format!("self_k.{il}"), cache, [e, ctx, 1, 1])?;
+        let sv = b.g.state(&format!("self_v.{il}"), cache, [e, ctx, 1, 1])?;
         let sk = b.g.set_rows(sk, k, kv_slots)?;
         let sv = b.g.set_rows(sv, v, kv_slots)?;
         let (kh, vh) = (
@@ -248,9 +249,9 @@ pub fn build_decoder(
         let h = b.norm(x, &format!("{p}.cross_attn_ln"))?;
         let q = b.linear(h, &format!("{p}.cross_attn.query"), e, true)?;
         let ck =
-            b.g.state(&format!("cross_k.{il}"), CACHE_DTYPE, [e, actx, 1, 1])?;
+            b.g.state(&format!("cross_k.{il}"), cache, [e, actx, 1, 1])?;
         let cv =
-            b.g.state(&format!("cross_v.{il}"), CACHE_DTYPE, [e, actx, 1, 1])?;
+            b.g.state(&format!("cross_v.{il}"), cache, [e, actx, 1, 1])?;
         let (kh, vh) = (
             b.heads(ck, actx, c.n_text_head)?,
             b.heads(cv, actx, c.n_text_head)?,

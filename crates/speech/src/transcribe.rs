@@ -7,14 +7,15 @@
 
 use std::sync::Arc;
 
-use wgllm_core::{Backend, Executable};
+use wgllm_core::{Backend, DType, Executable};
 
 use crate::audio::Audio;
 use crate::decode::{self, DecodeOptions, Runner, Transcript};
 use crate::error::SpeechError;
-use crate::graph::{build_decoder, build_encoder, DecoderGraph, EncoderGraph};
+use crate::graph::{build_decoder, build_encoder, DecoderGraph, EncoderGraph, CACHE_DTYPE};
 use crate::mel::{log_mel, Mel};
 use crate::model::WhisperModel;
+use wgllm_models::session::now;
 
 struct Compiled<G> {
     graph: G,
@@ -48,16 +49,31 @@ fn le_bytes<T: Copy, const N: usize>(
 }
 
 impl Transcriber {
-    /// Compiles `model` on `backend`.
+    /// Compiles `model` on `backend`, with f16 caches, or f32 ones where the backend has no
+    /// f16 (a browser without `shader-f16`).
     pub fn new(
         model: Arc<WhisperModel>,
         backend: &dyn Backend,
     ) -> Result<Transcriber, SpeechError> {
+        match Transcriber::with_cache(Arc::clone(&model), backend, CACHE_DTYPE) {
+            Err(SpeechError::Graph(wgllm_core::Error::Unsupported { .. })) => {
+                Transcriber::with_cache(model, backend, DType::F32)
+            }
+            r => r,
+        }
+    }
+
+    /// Compiles `model` on `backend` with caches of dtype `cache`.
+    pub fn with_cache(
+        model: Arc<WhisperModel>,
+        backend: &dyn Backend,
+        cache: DType,
+    ) -> Result<Transcriber, SpeechError> {
         let c = &model.config;
-        let encoder = build_encoder(c, &model.file)?;
+        let encoder = build_encoder(c, &model.file, cache)?;
         let decoders = decoder_sizes(c.n_text_ctx)
             .into_iter()
-            .map(|n| build_decoder(c, &model.file, n))
+            .map(|n| build_decoder(c, &model.file, n, cache))
             .collect::<Result<Vec<_>, _>>()?;
         let mut graphs = vec![&encoder.graph];
         graphs.extend(decoders.iter().map(|d| &d.graph));
@@ -95,7 +111,18 @@ impl Transcriber {
     }
 
     /// Transcribes `audio`; `on_progress` hears the fraction done after each 30 s window.
+    /// Natively the reads complete at once; in the browser, use [`Transcriber::transcribe_async`].
     pub fn transcribe(
+        &mut self,
+        audio: &Audio,
+        opts: &DecodeOptions,
+        on_progress: impl FnMut(f32),
+    ) -> Result<Transcript, SpeechError> {
+        now(self.transcribe_async(audio, opts, on_progress))
+    }
+
+    /// [`Transcriber::transcribe`] with its reads awaited.
+    pub async fn transcribe_async(
         &mut self,
         audio: &Audio,
         opts: &DecodeOptions,
@@ -117,6 +144,7 @@ impl Transcriber {
             opts,
             on_progress,
         )
+        .await
     }
 
     /// The most probable language of `audio`'s first 30 s and its probability.
@@ -124,13 +152,13 @@ impl Transcriber {
         let mel = self.mel(audio);
         let model = Arc::clone(&self.model);
         let mut run = Run { t: self, mel: &mel };
-        decode::detect_language(&mut run, &model.vocab)
+        now(decode::detect_language(&mut run, &model.vocab))
     }
 
     /// The encoder states of the window at frame `seek` of `mel` (`[n_audio_state,
     /// n_audio_ctx]`, state-major), for tests.
     pub fn encoder_states(&mut self, mel: &Mel, seek: usize) -> Result<Vec<f32>, SpeechError> {
-        Run { t: self, mel }.encode(seek)?;
+        now(Run { t: self, mel }.encode(seek))?;
         let bytes = self.encoder.exe.read(self.encoder.graph.states)?;
         Ok(bytes
             .chunks_exact(4)
@@ -146,7 +174,7 @@ struct Run<'a> {
 }
 
 impl Runner for Run<'_> {
-    fn encode(&mut self, seek: usize) -> Result<(), SpeechError> {
+    async fn encode(&mut self, seek: usize) -> Result<(), SpeechError> {
         let n_frames = 2 * self.t.model.config.n_audio_ctx as usize;
         let mut window = self.mel.window(seek);
         if n_frames < crate::mel::WINDOW_FRAMES {
@@ -162,7 +190,7 @@ impl Runner for Run<'_> {
         Ok(())
     }
 
-    fn decode(&mut self, tokens: &[u32], n_past: usize) -> Result<Vec<f32>, SpeechError> {
+    async fn decode(&mut self, tokens: &[u32], n_past: usize) -> Result<Vec<f32>, SpeechError> {
         let ctx = self.t.model.config.n_text_ctx as usize;
         let n = tokens.len();
         if n == 0 || n_past + n > ctx {
@@ -197,7 +225,7 @@ impl Runner for Run<'_> {
             (g.mask, &mask_b),
             (g.out_row, &out_b),
         ])?;
-        let bytes = d.exe.read(g.logits)?;
+        let bytes = d.exe.read_async(g.logits).await?;
         Ok(bytes
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))

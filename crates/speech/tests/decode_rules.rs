@@ -3,6 +3,7 @@
 //! detection and the temperature fallback can be checked exactly.
 
 use wgllm_gguf::{Array, GgufFile, GgufWriter, Value};
+use wgllm_models::session::now;
 use wgllm_models::tokenizer::encode_byte_level;
 use wgllm_speech::decode::{self, DecodeOptions, Runner};
 use wgllm_speech::model::{keys, Vocab};
@@ -46,12 +47,12 @@ impl Scripted {
 }
 
 impl Runner for Scripted {
-    fn encode(&mut self, seek: usize) -> Result<(), SpeechError> {
+    async fn encode(&mut self, seek: usize) -> Result<(), SpeechError> {
         self.seeks.push(seek);
         Ok(())
     }
 
-    fn decode(&mut self, tokens: &[u32], n_past: usize) -> Result<Vec<f32>, SpeechError> {
+    async fn decode(&mut self, tokens: &[u32], n_past: usize) -> Result<Vec<f32>, SpeechError> {
         if n_past == 0 {
             if let (Some(d), true) = (&self.detect, self.prompts.is_empty() && tokens.len() == 1) {
                 self.prompts.push(tokens.to_vec());
@@ -98,7 +99,7 @@ fn timestamps_cut_segments_and_seek_through_windows() {
     let w2 = vec![b, t('O'), t('k'), b + 250, eot];
     let mut r = Scripted::new(51_864, vec![w1, w2]);
     // 40 s of frames.
-    let tr = decode::transcribe(
+    let tr = now(decode::transcribe(
         &mut r,
         &v,
         448,
@@ -106,7 +107,7 @@ fn timestamps_cut_segments_and_seek_through_windows() {
         4000,
         &DecodeOptions::default(),
         |_| {},
-    )
+    ))
     .unwrap();
     let segs: Vec<(i64, i64, &str)> = tr
         .segments
@@ -146,7 +147,7 @@ fn a_window_ending_on_a_timestamp_pair_seeks_to_it() {
     let w1 = vec![b, 'A' as u32, b + 500, b + 500, eot];
     let w2 = vec![b, 'B' as u32, b + 100, eot];
     let mut r = Scripted::new(51_864, vec![w1, w2]);
-    let tr = decode::transcribe(
+    let tr = now(decode::transcribe(
         &mut r,
         &v,
         448,
@@ -154,7 +155,7 @@ fn a_window_ending_on_a_timestamp_pair_seeks_to_it() {
         2000,
         &DecodeOptions::default(),
         |_| {},
-    )
+    ))
     .unwrap();
     assert_eq!(r.seeks, [0, 1000]);
     let segs: Vec<(i64, i64, &str)> = tr
@@ -183,7 +184,16 @@ fn language_is_detected_and_translation_asked_for() {
         translate: true,
         ..DecodeOptions::default()
     };
-    let tr = decode::transcribe(&mut r, &v, 448, 1500, 300, &opts, |_| {}).unwrap();
+    let tr = now(decode::transcribe(
+        &mut r,
+        &v,
+        448,
+        1500,
+        300,
+        &opts,
+        |_| {},
+    ))
+    .unwrap();
     assert_eq!(tr.language, Some(de));
     // e^9 against e^4 and 97 languages at e^0.
     let p = tr.language_prob.unwrap();
@@ -199,7 +209,16 @@ fn language_is_detected_and_translation_asked_for() {
         language: Some(6),
         ..DecodeOptions::default()
     };
-    decode::transcribe(&mut r, &v, 448, 1500, 300, &opts, |_| {}).unwrap();
+    now(decode::transcribe(
+        &mut r,
+        &v,
+        448,
+        1500,
+        300,
+        &opts,
+        |_| {},
+    ))
+    .unwrap();
     assert_eq!(r.prompts[0], [v.sot, v.lang_token(6), v.transcribe]);
 }
 
@@ -208,7 +227,7 @@ fn a_repetition_loop_falls_back_through_the_temperatures() {
     let v = vocab(51_864);
     // The model never stops repeating one token and never gives a timestamp.
     let mut r = Scripted::new(51_864, vec![vec!['a' as u32]]);
-    let tr = decode::transcribe(
+    let tr = now(decode::transcribe(
         &mut r,
         &v,
         448,
@@ -216,7 +235,7 @@ fn a_repetition_loop_falls_back_through_the_temperatures() {
         1000,
         &DecodeOptions::default(),
         |_| {},
-    )
+    ))
     .unwrap();
     // Temperature 0 once, then 0.2 ... 1.0 with 5 candidates each.
     assert_eq!(r.prompts.len(), 1 + 5 * 5);
@@ -230,7 +249,16 @@ fn a_repetition_loop_falls_back_through_the_temperatures() {
         temperature_inc: 0.0,
         ..DecodeOptions::default()
     };
-    decode::transcribe(&mut r, &v, 448, 1500, 1000, &opts, |_| {}).unwrap();
+    now(decode::transcribe(
+        &mut r,
+        &v,
+        448,
+        1500,
+        1000,
+        &opts,
+        |_| {},
+    ))
+    .unwrap();
     assert_eq!(r.prompts.len(), 1);
 }
 
