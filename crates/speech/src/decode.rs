@@ -470,7 +470,12 @@ pub async fn transcribe<R: Runner>(
             if let Some(d) = chosen {
                 best = Some((d, t));
             } else if best.is_none() && last {
-                best = decoders.into_iter().next().map(|d| (d, t));
+                // Every candidate failed: the first is kept, as whisper.cpp does, scored over
+                // all its tokens.
+                best = decoders.into_iter().next().map(|mut d| {
+                    d.avg_logprobs = d.sum_logprobs_all / d.tokens.len().max(1) as f64;
+                    (d, t)
+                });
             }
             if success || last {
                 break;

@@ -4,6 +4,7 @@
 //! (`decode`), a compiled model (`transcribe`) and the subtitle formats (`format`).
 
 pub mod audio;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod ct2;
 pub mod decode;
 pub mod error;
@@ -13,6 +14,7 @@ pub mod graph;
 pub mod lang;
 pub mod mel;
 pub mod model;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod pull;
 pub mod synth;
 pub mod transcribe;

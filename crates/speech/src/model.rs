@@ -6,6 +6,7 @@
 //! strings (GPT-2's alphabet) in `tokenizer.ggml.tokens`, and the tensors under whisper.cpp's
 //! names (`encoder.conv1.weight`, `decoder.blocks.0.cross_attn.query.weight`, ...).
 
+#[cfg(not(target_arch = "wasm32"))]
 use std::path::Path;
 
 use wgllm_gguf::GgufFile;
@@ -308,6 +309,7 @@ fn split_words(b: &[u8]) -> Vec<&[u8]> {
 
 /// Whether the file at `path` is a Whisper model: whisper.cpp's format, or a GGUF of
 /// architecture `whisper` (only the header is read).
+#[cfg(not(target_arch = "wasm32"))]
 pub fn is_whisper_file(path: &Path) -> bool {
     let mut head = [0u8; 4];
     let read =
@@ -331,6 +333,7 @@ pub struct WhisperModel {
 
 impl WhisperModel {
     /// Reads a GGUF file or a whisper.cpp `ggml-*.bin`.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn open(path: &Path) -> Result<WhisperModel, SpeechError> {
         let io = |err| SpeechError::Io {
             path: path.display().to_string(),
@@ -365,15 +368,19 @@ impl WhisperModel {
                 t.shape()
             )));
         }
-        let data: Vec<f32> = file
-            .tensor_data(t)?
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
-        let filters = MelFilters {
-            n_mel: config.n_mels as usize,
-            n_freq: want[0] as usize,
-            data,
+        // A file streamed to the device keeps no tensor bytes: every Whisper model's bank is
+        // the Slaney one, computed here instead.
+        let filters = match file.holds_tensor_data() {
+            true => MelFilters {
+                n_mel: config.n_mels as usize,
+                n_freq: want[0] as usize,
+                data: file
+                    .tensor_data(t)?
+                    .chunks_exact(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            },
+            false => MelFilters::slaney(config.n_mels as usize),
         };
         Ok(WhisperModel {
             file,

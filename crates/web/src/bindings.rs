@@ -149,6 +149,41 @@ impl WebEngine {
         Ok(out)
     }
 
+    /// Transcribes an audio file (WAV, FLAC, MP3, Ogg: its bytes and name) with the loaded
+    /// Whisper model: `language` a code or `"auto"`, `translate` into English (multilingual
+    /// models), `format` one of `text`, `json`, `verbose_json`, `srt`, `vtt`, `fallback` to
+    /// retry a failed window at higher temperatures (whisper.cpp's default; slower); calls
+    /// `onProgress(fraction)` after each 30 s window. Resolves to the transcript in that format.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn transcribe(
+        &mut self,
+        bytes: Uint8Array,
+        file_name: String,
+        language: String,
+        translate: bool,
+        format: String,
+        fallback: bool,
+        on_progress: Function,
+    ) -> Result<String, JsError> {
+        let ext = std::path::Path::new(&file_name)
+            .extension()
+            .map(|e| e.to_string_lossy().to_lowercase());
+        self.inner
+            .transcribe(
+                bytes.to_vec(),
+                ext.as_deref(),
+                &language,
+                translate,
+                &format,
+                fallback,
+                |f| {
+                    let _ = on_progress.call1(&JsValue::NULL, &JsValue::from_f64(f64::from(f)));
+                },
+            )
+            .await
+            .map_err(js_err)
+    }
+
     /// Runs the op-table cases whose op is in `ops` (comma-separated; empty: all) and whose
     /// name contains `filter` on this engine's backend against the CPU reference. Resolves to
     /// `{passed, unsupported, problems: [string]}`.

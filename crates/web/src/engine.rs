@@ -1,6 +1,7 @@
 //! The browser's model runner, free of JavaScript types so it also runs (and is tested) natively:
 //! open a backend without blocking, load a GGUF held in memory or streamed in chunks, generate
-//! with a text callback, or, for an embedding model (BERT), embed texts.
+//! with a text callback, or, for an embedding model (BERT), embed texts, or, for a Whisper model
+//! (GGUF or whisper.cpp's `ggml-*.bin`), transcribe an audio file.
 //!
 //! Streamed loads ([`Engine::begin_stream`], [`Engine::feed`], [`Engine::finish_stream`]) on
 //! WebGPU never hold the file: [`GgufStream`] buffers the header, then each piece of tensor data
@@ -20,6 +21,9 @@ use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
 use wgllm_models::{
     Architecture, EmbedConfig, Embedder, ModelError, Session, SessionConfig, Truncate,
 };
+use wgllm_speech::decode::DecodeOptions;
+use wgllm_speech::format::Format;
+use wgllm_speech::{SpeechError, Transcriber, WhisperModel};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
 
 /// Why the engine could not do what was asked.
@@ -41,6 +45,12 @@ pub enum WebError {
     NotGenerating,
     #[error("the loaded model generates text; embeddings need an embedding model (bert, Qwen3-Embedding...)")]
     NotEmbedding,
+    #[error(transparent)]
+    Speech(#[from] wgllm_speech::SpeechError),
+    #[error("the loaded model is not a Whisper model: transcription needs one (ggml-*.bin, or a GGUF of architecture whisper)")]
+    NotSpeech,
+    #[error("the loaded model is a Whisper speech model: it transcribes audio (transcribe)")]
+    SpeechModel,
     #[error("no streamed load is in progress (begin_stream first)")]
     NoStream,
     /// Reading the stream itself failed (a network error, a cancelled download).
@@ -126,6 +136,13 @@ enum Loaded {
     Chat(Box<Model>),
     /// An embedding model, and its summary line.
     Embed(Box<Embedder>, String),
+    /// A Whisper model, and its summary line.
+    Speech(Box<Transcriber>, String),
+}
+
+/// Whether `file` is a Whisper model.
+fn is_whisper(file: &GgufFile) -> bool {
+    file.architecture().is_ok_and(|a| a == "whisper")
 }
 
 /// A streamed load in progress.
@@ -196,9 +213,42 @@ impl Engine {
     /// (uploading the weights). Replaces any model loaded before. Returns a one-line summary.
     pub fn load(&mut self, bytes: Bytes) -> Result<String, WebError> {
         self.unload();
-        let file = GgufFile::from_bytes(bytes)?;
+        let file = match wgllm_speech::ggml_bin::is_ggml_bin(&bytes) {
+            true => wgllm_speech::ggml_bin::to_gguf(&bytes)?,
+            false => GgufFile::from_bytes(bytes)?,
+        };
+        if is_whisper(&file) {
+            return self.install_speech(file);
+        }
         let tokenizer = Tokenizer::from_gguf(&file)?;
         self.install(&file, tokenizer)
+    }
+
+    /// Compiles the Whisper model of `file` and makes it the loaded model.
+    fn install_speech(&mut self, file: GgufFile) -> Result<String, WebError> {
+        let name = file
+            .get_str("general.name")
+            .unwrap_or("whisper")
+            .to_string();
+        let (n_tensors, len) = (file.tensors().len(), file.file_len());
+        let model = WhisperModel::from_gguf(file)?;
+        let c = &model.config;
+        let summary = format!(
+            "{name}: whisper, {} + {} layers {} wide, {}, {n_tensors} tensors, {:.1} MB",
+            c.n_audio_layer,
+            c.n_text_layer,
+            c.n_audio_state,
+            if model.vocab.multilingual {
+                "multilingual"
+            } else {
+                "English-only"
+            },
+            len as f64 / 1e6,
+        );
+        let cache = if self.f16 { DType::F16 } else { DType::F32 };
+        let t = Transcriber::with_cache(std::sync::Arc::new(model), backend_of(&self.dev), cache)?;
+        self.loaded = Some(Loaded::Speech(Box::new(t), summary.clone()));
+        Ok(summary)
     }
 
     /// Drops the model, a load in progress and any weights on the device.
@@ -326,6 +376,9 @@ impl Engine {
                     mut tokenizer,
                 } = *load;
                 let file = stream.finish(|event| on_event(gpu, &mut tokenizer, event))?;
+                if is_whisper(&file) {
+                    return self.install_speech(file);
+                }
                 let tokenizer = tokenizer.ok_or(WebError::NoStream)?;
                 self.install(&file, tokenizer)
             }
@@ -364,7 +417,9 @@ impl Engine {
     pub fn model_summary(&self) -> Option<&str> {
         match &self.loaded {
             Some(Loaded::Chat(m)) => Some(m.summary.as_str()),
-            Some(Loaded::Embed(_, summary)) => Some(summary.as_str()),
+            Some(Loaded::Embed(_, summary)) | Some(Loaded::Speech(_, summary)) => {
+                Some(summary.as_str())
+            }
             None => None,
         }
     }
@@ -374,6 +429,7 @@ impl Engine {
         match &self.loaded {
             Some(Loaded::Chat(m)) => Ok(m),
             Some(Loaded::Embed(..)) => Err(WebError::NotGenerating),
+            Some(Loaded::Speech(..)) => Err(WebError::SpeechModel),
             None => Err(WebError::NoModel),
         }
     }
@@ -390,6 +446,7 @@ impl Engine {
         let e = match &mut self.loaded {
             Some(Loaded::Embed(e, _)) => e,
             Some(Loaded::Chat(_)) => return Err(WebError::NotEmbedding),
+            Some(Loaded::Speech(..)) => return Err(WebError::SpeechModel),
             None => return Err(WebError::NoModel),
         };
         let truncate = if truncate {
@@ -403,6 +460,58 @@ impl Engine {
             .collect::<Result<Vec<_>, _>>()?;
         let backend = backend_of(&self.dev);
         Ok(e.embed_ids_async(backend, &ids, normalize, |_| {}).await?)
+    }
+
+    /// Transcribes the audio file `bytes` (WAV, FLAC, MP3, Ogg; `ext` its file name's extension)
+    /// with the loaded Whisper model: in `language` (a code, or `auto`), translated to English
+    /// when `translate`, written as `format` (`text`, `json`, `verbose_json`, `srt`, `vtt`);
+    /// a window whose greedy decoding fails is retried at higher temperatures when `fallback`
+    /// (whisper.cpp's default); `on_progress` hears the fraction done after each 30 s window.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn transcribe(
+        &mut self,
+        bytes: Vec<u8>,
+        ext: Option<&str>,
+        language: &str,
+        translate: bool,
+        format: &str,
+        fallback: bool,
+        on_progress: impl FnMut(f32),
+    ) -> Result<String, WebError> {
+        let t = match &mut self.loaded {
+            Some(Loaded::Speech(t, _)) => t,
+            Some(_) => return Err(WebError::NotSpeech),
+            None => return Err(WebError::NoModel),
+        };
+        let fmt = Format::parse(format).ok_or_else(|| {
+            SpeechError::Unsupported(format!(
+                "'{format}' is not a format (text, json, verbose_json, srt, vtt)"
+            ))
+        })?;
+        let language = match language {
+            "" | "auto" => None,
+            l => Some(
+                wgllm_speech::lang::find(l)
+                    .ok_or_else(|| SpeechError::UnknownLanguage(l.into()))?,
+            ),
+        };
+        let multilingual = t.model().vocab.multilingual;
+        if !multilingual && (translate || language.is_some_and(|l| l != 0)) {
+            return Err(SpeechError::Unsupported(
+                "this model is English-only: other languages and translation need a multilingual one".into(),
+            )
+            .into());
+        }
+        let audio = wgllm_speech::audio::decode(bytes, ext, None)?;
+        let opts = DecodeOptions {
+            language,
+            translate,
+            temperature_inc: if fallback { 0.2 } else { 0.0 },
+            ..DecodeOptions::default()
+        };
+        let tr = t.transcribe_async(&audio, &opts, on_progress).await?;
+        let task = if translate { "translate" } else { "transcribe" };
+        Ok(wgllm_speech::format::write(&tr, fmt, task, audio.seconds()))
     }
 
     /// Token ids of `text`: wrapped in the model's chat template as one user message when
@@ -440,6 +549,7 @@ impl Engine {
         let m = match &mut self.loaded {
             Some(Loaded::Chat(m)) => m,
             Some(Loaded::Embed(..)) => return Err(WebError::NotGenerating),
+            Some(Loaded::Speech(..)) => return Err(WebError::SpeechModel),
             None => return Err(WebError::NoModel),
         };
         let common = reusable_prefix(&m.cached, prompt);
@@ -484,6 +594,10 @@ fn on_event(
     match event {
         StreamEvent::Header(file) => {
             // Refuse an unusable model before its weights are downloaded.
+            if is_whisper(file) {
+                wgllm_speech::model::WhisperConfig::from_gguf(file)?;
+                return Ok(());
+            }
             if is_embedding_model(file) {
                 EmbeddingArch::from_gguf(file)?;
             } else {

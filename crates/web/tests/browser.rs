@@ -2,7 +2,8 @@
 //! needs matches the CPU reference, a synthetic model's greedy text on the browser's WebGPU
 //! equals the CPU backend's (run in the same wasm module), and so does the model streamed to
 //! the GPU from a JavaScript `ReadableStream` (`loadStream`'s path); a synthetic embedding
-//! model's vectors on the browser's WebGPU match the CPU backend's.
+//! model's vectors on the browser's WebGPU match the CPU backend's; a synthetic Whisper's
+//! transcript on the browser's WebGPU equals the CPU backend's, and the native one.
 //!
 //! Run: `CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 //! cargo test -p wgllm-web --target wasm32-unknown-unknown --test browser` with chromedriver on
@@ -112,4 +113,25 @@ async fn synthetic_embeddings_on_webgpu_match_the_cpu_backend() {
         let cos = wgllm_models::embed::cosine(c, g);
         assert!(cos > 0.99999, "{cos}");
     }
+}
+
+#[wasm_bindgen_test]
+async fn synthetic_whisper_transcript_on_webgpu_equals_the_cpu_backend() {
+    let (cpu, summary) = common::transcript(Device::Cpu).await;
+    assert!(
+        summary.contains("whisper, 2 + 2 layers 64 wide, multilingual"),
+        "{summary}"
+    );
+    let (gpu, _) = common::transcript(Device::WebGpu).await;
+    let tokens = |j: &str| -> Vec<serde_json::Value> {
+        let v: serde_json::Value = serde_json::from_str(j).unwrap();
+        v["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["tokens"].clone())
+            .collect()
+    };
+    assert_eq!(tokens(&gpu), tokens(&cpu), "{gpu}\n{cpu}");
+    assert_eq!(tokens(&cpu), tokens(common::NATIVE_WHISPER_JSON));
 }

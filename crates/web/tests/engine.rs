@@ -21,6 +21,44 @@ fn synthetic_model_greedy_text_is_the_same_on_webgpu_and_cpu() {
     assert_eq!(gpu, cpu);
 }
 
+/// The browser engine's Whisper path: the same greedy transcript on the CPU reference and on
+/// WebGPU, which the browser test pins too ([`common::NATIVE_WHISPER_JSON`]).
+#[test]
+fn synthetic_whisper_transcript_is_the_same_on_webgpu_and_cpu() {
+    let (cpu, summary) = pollster::block_on(common::transcript(Device::Cpu));
+    let (gpu, _) = pollster::block_on(common::transcript(Device::WebGpu));
+    println!("{summary}\n{cpu}");
+    let tokens = |j: &str| -> Vec<serde_json::Value> {
+        let v: serde_json::Value = serde_json::from_str(j).unwrap();
+        v["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["tokens"].clone())
+            .collect()
+    };
+    assert_eq!(tokens(&gpu), tokens(&cpu));
+    assert_eq!(tokens(&cpu), tokens(common::NATIVE_WHISPER_JSON));
+    // A text request to a speech model, and a transcription with a text model, name the kind.
+    let mut e = pollster::block_on(common::engine(Device::Cpu));
+    e.load(common::synth_whisper().into()).unwrap();
+    let err = e.prompt_ids("hi", false).unwrap_err().to_string();
+    assert!(err.contains("Whisper speech model"), "{err}");
+    e.load(common::synth_model().into()).unwrap();
+    let err = pollster::block_on(e.transcribe(
+        common::test_wav(),
+        None,
+        "auto",
+        false,
+        "json",
+        false,
+        |_| {},
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("not a Whisper model"), "{err}");
+}
+
 #[test]
 fn engine_reports_missing_model_and_bad_files() {
     let mut e = pollster::block_on(Engine::open(Device::Cpu, EngineConfig::default())).unwrap();

@@ -72,3 +72,60 @@ pub async fn embeddings(device: Device) -> Vec<Vec<f32>> {
     let texts: Vec<String> = EMBED_TEXTS.iter().map(|t| t.to_string()).collect();
     e.embed(&texts, true, false).await.expect("embed")
 }
+
+/// A small synthetic multilingual Whisper in f32 (browsers may lack shader-f16).
+pub fn synth_whisper() -> Vec<u8> {
+    let c = wgllm_speech::synth::preset("whisper-test").expect("preset");
+    wgllm_speech::synth::whisper_gguf(&c, DType::F32, 3).expect("synthetic whisper")
+}
+
+/// A 16 kHz mono 16-bit WAV of 1.5 s of a gliding tone.
+pub fn test_wav() -> Vec<u8> {
+    let n = 24_000u32;
+    let mut v = Vec::new();
+    v.extend_from_slice(b"RIFF");
+    v.extend_from_slice(&(36 + 2 * n).to_le_bytes());
+    v.extend_from_slice(b"WAVEfmt ");
+    for x in [
+        16u32.to_le_bytes(),
+        [1, 0, 1, 0],
+        16_000u32.to_le_bytes(),
+        32_000u32.to_le_bytes(),
+        [2, 0, 16, 0],
+    ] {
+        v.extend_from_slice(&x);
+    }
+    v.extend_from_slice(b"data");
+    v.extend_from_slice(&(2 * n).to_le_bytes());
+    for i in 0..n {
+        let t = i as f32 / 16_000.0;
+        let s = (2.0 * std::f32::consts::PI * (300.0 + 300.0 * t) * t).sin() * 9000.0;
+        v.extend_from_slice(&(s as i16).to_le_bytes());
+    }
+    v
+}
+
+/// The synthetic Whisper's greedy transcript (verbose JSON, language given) of [`test_wav`] on
+/// `device`, and the summary line of its load.
+pub async fn transcript(device: Device) -> (String, String) {
+    let mut e = engine(device).await;
+    let summary = e.load(synth_whisper().into()).expect("load");
+    let mut progress = Vec::new();
+    let json = e
+        .transcribe(
+            test_wav(),
+            Some("wav"),
+            "en",
+            false,
+            "verbose_json",
+            false,
+            |f| progress.push(f),
+        )
+        .await
+        .expect("transcribe");
+    assert_eq!(progress.last().copied(), Some(1.0), "{progress:?}");
+    (json, summary)
+}
+
+/// [`transcript`]'s JSON from the native CPU backend.
+pub const NATIVE_WHISPER_JSON: &str = r#"{"segments": [{"tokens": [29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877, 29877]}]}"#;
