@@ -5,6 +5,7 @@
 //
 // page → worker: {type: 'load', url} | {type: 'load', file} | {type: 'generate', text, maxTokens}
 //                | {type: 'reset'}                       a new conversation
+//                | {type: 'transcribe', bytes, name, language, translate, format, audioSeconds}
 // worker → page: {type: 'ready', adapter}
 //                {type: 'progress', loaded, total}       bytes of the model read so far (total 0:
 //                                                         unknown)
@@ -14,6 +15,8 @@
 //                {type: 'done', result}                  {text, promptTokens, cachedTokens,
 //                                                         generatedTokens, promptTps,
 //                                                         generateTps, stop}
+//                {type: 'tprogress', fraction}           of the audio transcribed so far
+//                {type: 'transcript', text, seconds, audioSeconds}
 //                {type: 'error', where, message}
 import init, { WebEngine } from './pkg/wgllm_web.js';
 
@@ -110,6 +113,13 @@ async function generate(engine, { text, maxTokens }) {
   post('done', { result });
 }
 
+async function transcribe(engine, { bytes, name, language, translate, format, audioSeconds }) {
+  const t0 = performance.now();
+  const text = await engine.transcribe(new Uint8Array(bytes), name, language, translate, format, true,
+    (fraction) => post('tprogress', { fraction }));
+  post('transcript', { text, seconds: (performance.now() - t0) / 1000, audioSeconds });
+}
+
 async function reset() {
   messages = [];
 }
@@ -120,6 +130,7 @@ const handlers = {
   load: [load, 'loading'],
   generate: [generate, 'generating'],
   reset: [reset, 'starting a new chat'],
+  transcribe: [transcribe, 'transcribing'],
 };
 
 onmessage = ({ data }) => {

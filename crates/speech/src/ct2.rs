@@ -1,7 +1,7 @@
 //! CTranslate2 Whisper checkpoints (faster-whisper's format: `model.bin`, `vocabulary.txt`) into
 //! the GGUF form: the fused query/key/value (and cross key/value) projections split, the key
 //! bias (zeros: Whisper has none) dropped, vectors widened to f32, matrices kept as stored
-//! (f16 or f32), the mel filter bank computed (the checkpoint has none).
+//! (f16 or f32) or widened, the mel filter bank computed (the checkpoint has none).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -109,8 +109,9 @@ fn scalar(vars: &HashMap<String, Var>, name: &str) -> Result<i64, SpeechError> {
     })
 }
 
-/// Converts the CTranslate2 checkpoint in `dir` into a GGUF writer.
-pub fn convert(dir: &Path) -> Result<GgufWriter, SpeechError> {
+/// Converts the CTranslate2 checkpoint in `dir` into a GGUF writer; matrices as stored, or
+/// widened to f32 when `f32` (for a browser without `shader-f16`).
+pub fn convert(dir: &Path, f32: bool) -> Result<GgufWriter, SpeechError> {
     let read = |name: &str| {
         let p = dir.join(name);
         std::fs::read(&p).map_err(|err| SpeechError::Io {
@@ -217,7 +218,7 @@ pub fn convert(dir: &Path) -> Result<GgufWriter, SpeechError> {
             dtype: v.dtype,
             data: &v.data[part as usize * bytes..(part as usize + 1) * bytes],
         };
-        if ne.len() == 1 || dst.ends_with("positional_embedding") {
+        if ne.len() == 1 || dst.ends_with("positional_embedding") || f32 {
             let data: Vec<u8> = floats(&slice)?
                 .iter()
                 .flat_map(|x| x.to_le_bytes())

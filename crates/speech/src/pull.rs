@@ -38,7 +38,7 @@ pub fn pull(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, SpeechError
     unpack(&zip, &dir).map_err(err)?;
     let ct2 = find_checkpoint(&dir)?;
     eprintln!("wgllm: converting {} to {gguf}", ct2.display());
-    let w = crate::ct2::convert(&ct2)?;
+    let w = crate::ct2::convert(&ct2, false)?;
     let partial = cache_dir.join(format!("{gguf}.partial"));
     let io = |p: &Path| {
         let p = p.display().to_string();

@@ -36,13 +36,17 @@ pub struct Args {
 }
 
 /// Writes the GGUF form of a Whisper model (weights as stored: whisper.cpp's types, or the
-/// checkpoint's f16/f32) and reports it.
+/// checkpoint's f16/f32; a CTranslate2 one also widened to f32) and reports it.
 fn convert_whisper(args: &Args, out: &mut impl Write) -> Result<()> {
-    if args.dtype != "f16" {
-        bail!("a Whisper model is written with its weights as stored; --type {} is not offered for it", args.dtype);
-    }
+    let f32 = match (args.dtype.as_str(), args.dir.is_dir()) {
+        ("f16", _) => false,
+        ("f32", true) => true,
+        (t, _) => bail!(
+            "a Whisper model is written with its weights as stored (a CTranslate2 folder also as f32); --type {t} is not offered for it"
+        ),
+    };
     let w = if args.dir.is_dir() {
-        wgllm_speech::ct2::convert(&args.dir)?
+        wgllm_speech::ct2::convert(&args.dir, f32)?
     } else {
         let bytes =
             std::fs::read(&args.dir).with_context(|| format!("reading {}", args.dir.display()))?;
