@@ -204,11 +204,20 @@ async fn transcriptions_answer_in_openai_formats() {
     );
 }
 
+/// A bad request: its file, fields, and the status, `param` and message part it must get.
+type Case<'a> = (
+    Option<(&'a str, Vec<u8>)>,
+    Vec<(&'a str, &'a str)>,
+    u16,
+    &'a str,
+    &'a str,
+);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_is_refused_and_the_server_keeps_serving() {
     let (base, _stop) = start().await;
     let t = "/v1/audio/transcriptions";
-    let cases: Vec<(Option<(&str, Vec<u8>)>, Vec<(&str, &str)>, u16, &str, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             Some(("notes.txt", b"hello, this is text".to_vec())),
             vec![],

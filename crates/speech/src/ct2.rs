@@ -109,6 +109,9 @@ fn scalar(vars: &HashMap<String, Var>, name: &str) -> Result<i64, SpeechError> {
     })
 }
 
+/// Writes tensor `dst` from part `part` of `parts` of variable `src`.
+type Put<'a> = dyn FnMut(&str, &str, u64, u64) -> Result<(), SpeechError> + 'a;
+
 /// Converts the CTranslate2 checkpoint in `dir` into a GGUF writer; matrices as stored, or
 /// widened to f32 when `f32` (for a browser without `shader-f16`).
 pub fn convert(dir: &Path, f32: bool) -> Result<GgufWriter, SpeechError> {
@@ -205,7 +208,7 @@ pub fn convert(dir: &Path, f32: bool) -> Result<GgufWriter, SpeechError> {
         let v = get(src)?;
         let mut ne: Vec<u64> = v.dims.iter().rev().copied().collect();
         let last = ne.len() - 1;
-        if ne[last] % parts != 0 {
+        if !ne[last].is_multiple_of(parts) {
             return Err(bad(format!(
                 "'{src}' {:?} does not split in {parts}",
                 v.dims
@@ -256,9 +259,7 @@ pub fn convert(dir: &Path, f32: bool) -> Result<GgufWriter, SpeechError> {
         0,
         1,
     )?;
-    let norm = |put: &mut dyn FnMut(&str, &str, u64, u64) -> Result<(), SpeechError>,
-                dst: &str,
-                src: &str| {
+    let norm = |put: &mut Put, dst: &str, src: &str| {
         put(&format!("{dst}.weight"), &format!("{src}/gamma"), 0, 1)?;
         put(&format!("{dst}.bias"), &format!("{src}/beta"), 0, 1)
     };
