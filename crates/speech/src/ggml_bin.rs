@@ -1,7 +1,9 @@
 //! whisper.cpp's model files (`ggml-tiny.en.bin`, `ggml-large-v3-q5_0.bin`, ...) read into the
 //! GGUF form this crate runs ([`crate::model`] documents its keys): the eleven hyperparameters,
 //! the mel filter bank, the vocabulary's byte strings and the tensors under whisper.cpp's own
-//! names, in f32, f16, q4_0, q4_1, q5_0, q5_1 or q8_0.
+//! names, in f32, f16, q4_0, q4_1, q5_0, q5_1 or q8_0; and the GGUF form written back as
+//! whisper.cpp's file ([`from_model`]), so whisper.cpp runs the same weights (a synthetic model's
+//! too) beside wgllm.
 
 use wgllm_core::DType;
 use wgllm_gguf::{Array, GgufFile, GgufWriter, Value};
@@ -178,10 +180,75 @@ pub fn to_writer(bytes: &[u8]) -> Result<GgufWriter, SpeechError> {
         let size = row * (n / ne.first().copied().unwrap_or(1).max(1));
         let data = r.take(size as usize, &format!("tensor '{name}'"))?;
         // whisper.cpp keeps the convolution biases as [1, n_state]; here they are vectors.
-        if name.ends_with(".bias") && ne.len() == 2 && ne[0] == 1 {
+        if name.starts_with("encoder.conv")
+            && name.ends_with(".bias")
+            && ne.len() == 2
+            && ne[0] == 1
+        {
             ne.remove(0);
         }
         w.add_tensor(name, dtype, &ne, data.to_vec())?;
     }
     Ok(w)
+}
+
+/// whisper.cpp's model file of `m` (the inverse of [`to_gguf`]).
+pub fn from_model(m: &crate::model::WhisperModel) -> Result<Vec<u8>, SpeechError> {
+    let c = &m.config;
+    let f = &m.file;
+    let mut out = Vec::new();
+    let i32s = |out: &mut Vec<u8>, v: u64| out.extend_from_slice(&(v as i32).to_le_bytes());
+    out.extend_from_slice(&MAGIC.to_le_bytes());
+    let ftype = match f
+        .tensor("decoder.token_embedding.weight")
+        .map(|t| t.dtype())
+    {
+        Some(DType::F32) => 0,
+        Some(DType::Q4_0) => 2,
+        Some(DType::Q4_1) => 3,
+        Some(DType::Q5_0) => 8,
+        Some(DType::Q5_1) => 9,
+        Some(DType::Q8_0) => 7,
+        _ => 1,
+    };
+    for v in [
+        c.n_vocab,
+        c.n_audio_ctx,
+        c.n_audio_state,
+        c.n_audio_head,
+        u64::from(c.n_audio_layer),
+        c.n_text_ctx,
+        c.n_text_state,
+        c.n_text_head,
+        u64::from(c.n_text_layer),
+        c.n_mels,
+        ftype,
+    ] {
+        i32s(&mut out, v);
+    }
+    i32s(&mut out, m.filters.n_mel as u64);
+    i32s(&mut out, m.filters.n_freq as u64);
+    out.extend(m.filters.data.iter().flat_map(|v| v.to_le_bytes()));
+    // The regular tokens, as whisper.cpp's files hold them.
+    let n_regular = (m.vocab.eot as usize + 1).min(m.vocab.tokens.len());
+    i32s(&mut out, n_regular as u64);
+    for t in &m.vocab.tokens[..n_regular] {
+        i32s(&mut out, t.len() as u64);
+        out.extend_from_slice(t);
+    }
+    for t in f.tensors().iter().filter(|t| t.name() != keys::MEL_FILTERS) {
+        let mut ne = t.shape().to_vec();
+        if t.name().starts_with("encoder.conv") && t.name().ends_with(".bias") {
+            ne.insert(0, 1);
+        }
+        i32s(&mut out, ne.len() as u64);
+        i32s(&mut out, t.name().len() as u64);
+        i32s(&mut out, u64::from(t.dtype().gguf_id()));
+        for &n in &ne {
+            i32s(&mut out, n);
+        }
+        out.extend_from_slice(t.name().as_bytes());
+        out.extend_from_slice(f.tensor_data(t)?);
+    }
+    Ok(out)
 }

@@ -1,6 +1,7 @@
 //! Whisper tiny.en against whisper.cpp: on every committed clip, the greedy token ids, the text
 //! and the segment times (within 20 ms) that whisper.cpp 1.8.5's CPU build gives on the same
-//! weights (`scripts/whisper/gen_fixtures.sh` wrote the fixtures), on the CPU reference and on
+//! weights (`scripts/whisper/gen_fixtures.sh` wrote the fixtures), and its SRT and VTT cues, on
+//! the CPU reference and on
 //! WebGPU; whisper.cpp's log-mel spectrogram of jfk.wav; the FLAC, MP3 and Ogg copies of jfk.wav
 //! decoded and transcribed like the WAV.
 //!
@@ -15,6 +16,7 @@ use wgllm_core::Backend;
 use wgllm_cpu::CpuBackend;
 use wgllm_models::config::model_cache_dir;
 use wgllm_speech::decode::DecodeOptions;
+use wgllm_speech::format::{self, Format};
 use wgllm_speech::{audio, Audio, Transcriber, WhisperModel};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
 
@@ -51,9 +53,11 @@ fn cases() -> Vec<Value> {
         .map(|p| {
             (
                 p.display().to_string(),
-                serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap(),
+                serde_json::from_str::<Value>(&std::fs::read_to_string(&p).unwrap()).unwrap(),
             )
         })
+        // The clips' fixtures (the others hold a spectrogram, or synthetic models' results).
+        .filter(|(name, j)| j.get("segments").is_some() && !name.contains("synthetic"))
         .collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     assert!(v.len() >= 5, "fixtures missing in {}", fixtures().display());
@@ -66,6 +70,42 @@ fn opts() -> DecodeOptions {
         best_of: 1,
         ..DecodeOptions::default()
     }
+}
+
+/// The cues of an SRT or VTT file: (start ms, end ms, text).
+fn cues(s: &str) -> Vec<(i64, i64, String)> {
+    let ms = |t: &str| -> i64 {
+        let t = t.trim().replace(',', ".");
+        let (hms, frac) = t.split_once('.').unwrap();
+        let p: Vec<i64> = hms.split(':').map(|x| x.parse().unwrap()).collect();
+        ((p[0] * 60 + p[1]) * 60 + p[2]) * 1000 + frac.parse::<i64>().unwrap()
+    };
+    let lines: Vec<&str> = s.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if let Some((a, b)) = l.split_once(" --> ") {
+            out.push((
+                ms(a),
+                ms(b),
+                lines.get(i + 1).unwrap_or(&"").trim().to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// Whether two subtitle files have the same cues, times within 20 ms.
+fn same_cues(ours: &str, theirs: &str) -> Result<(), String> {
+    let (a, b) = (cues(ours), cues(theirs));
+    if a.len() != b.len() || b.is_empty() {
+        return Err(format!("{} cues, whisper.cpp {}", a.len(), b.len()));
+    }
+    for (x, y) in a.iter().zip(&b) {
+        if x.2 != y.2 || (x.0 - y.0).abs() > 20 || (x.1 - y.1).abs() > 20 {
+            return Err(format!("cue {x:?}, whisper.cpp {y:?}"));
+        }
+    }
+    Ok(())
 }
 
 fn check(backend: &dyn Backend) {

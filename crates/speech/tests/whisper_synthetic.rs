@@ -91,3 +91,97 @@ fn webgpu_matches_the_cpu_reference() {
         assert_eq!(ids(&got), ids(&want), "{dtype}: tokens differ");
     }
 }
+
+#[test]
+fn whisper_cpp_files_round_trip() {
+    for dtype in [DType::F16, DType::Q5_0] {
+        let m = model(dtype);
+        let bin = wgllm_speech::ggml_bin::from_model(&m).unwrap();
+        assert!(wgllm_speech::ggml_bin::is_ggml_bin(&bin));
+        let back = WhisperModel::from_gguf(wgllm_speech::ggml_bin::to_gguf(&bin).unwrap()).unwrap();
+        assert_eq!(back.config, m.config);
+        assert_eq!(back.vocab.tokens, m.vocab.tokens);
+        assert_eq!(back.filters, m.filters);
+        for t in m.file.tensors() {
+            let u = back
+                .file
+                .tensor(t.name())
+                .unwrap_or_else(|| panic!("{} lost", t.name()));
+            assert_eq!(
+                (u.dtype(), u.shape()),
+                (t.dtype(), t.shape()),
+                "{}",
+                t.name()
+            );
+            assert_eq!(
+                back.file.tensor_data(u).unwrap(),
+                m.file.tensor_data(t).unwrap(),
+                "{}",
+                t.name()
+            );
+        }
+        // A file cut short is an error naming where.
+        let err = wgllm_speech::ggml_bin::to_gguf(&bin[..bin.len() - 100])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("ends inside tensor"), "{err}");
+    }
+}
+
+/// Language detection and translation against whisper.cpp on synthetic multilingual models
+/// (Whisper tiny's shapes, random weights) that both run from the same file
+/// (`scripts/whisper/gen_synth_fixtures.sh` wrote the fixture): the language whisper.cpp
+/// detects in jfk.wav, and its greedy translation's tokens.
+#[test]
+fn synthetic_multilingual_models_detect_and_translate_as_whisper_cpp() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let fixture: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("synthetic_multilingual.json")).unwrap(),
+    )
+    .unwrap();
+    let wav = std::fs::read(dir.join("audio/jfk.wav")).unwrap();
+    let a = wgllm_speech::audio::decode(wav, Some("wav"), None).unwrap();
+    let opts = DecodeOptions {
+        translate: true,
+        temperature_inc: 0.0,
+        best_of: 1,
+        ..DecodeOptions::default()
+    };
+    for case in fixture["cases"].as_array().unwrap() {
+        let seed = case["seed"].as_u64().unwrap();
+        let c = preset(case["preset"].as_str().unwrap()).unwrap();
+        let dtype = DType::from_name(case["dtype"].as_str().unwrap()).unwrap();
+        let bytes = whisper_gguf(&c, dtype, seed).unwrap();
+        let m =
+            Arc::new(WhisperModel::from_gguf(GgufFile::from_bytes(bytes.into()).unwrap()).unwrap());
+        let mut t = Transcriber::new(m, &CpuBackend).unwrap();
+        let tr = t.transcribe(&a, &opts, |_| {}).unwrap();
+        let lang = wgllm_speech::lang::code(tr.language.unwrap());
+        assert_eq!(lang, case["language"], "seed {seed}");
+        let p = f64::from(tr.language_prob.unwrap());
+        assert!(
+            (p - case["language_p"].as_f64().unwrap()).abs() < 0.01,
+            "seed {seed}: p {p}"
+        );
+        let want: Vec<Vec<u64>> = case["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                s["tokens"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|t| t.as_u64().unwrap())
+                    .collect()
+            })
+            .collect();
+        let got: Vec<Vec<u64>> = tr
+            .segments
+            .iter()
+            .map(|s| s.tokens.iter().map(|&t| u64::from(t)).collect())
+            .collect();
+        assert_eq!(got, want, "seed {seed}: tokens");
+    }
+}

@@ -18,7 +18,8 @@ use wgllm_models::convert;
     wgllm convert ./all-MiniLM-L6-v2 -o minilm.f16.gguf\n  \
     wgllm convert ./all-MiniLM-L6-v2 -o minilm.q8_0.gguf --type q8_0\n  \
     wgllm convert ggml-base.en.bin -o whisper-base.en.gguf          (whisper.cpp's format)\n  \
-    wgllm convert ./faster-whisper-small -o whisper-small.gguf      (CTranslate2 float16)\n\n\
+    wgllm convert ./faster-whisper-small -o whisper-small.gguf      (CTranslate2 float16)\n  \
+    wgllm convert whisper-small.gguf -o ggml-small.bin             (back to whisper.cpp's format)\n\n\
     Architectures: BertModel (bert), LlamaForCausalLM (llama), Qwen2ForCausalLM (qwen2),\n\
     Qwen3ForCausalLM and Qwen3Model (qwen3; Qwen3-Embedding), with byte-level BPE tokenizers (Llama 3, Qwen, SmolLM, GPT-2\n\
     pre-tokenizers). Vectors (norms, biases) stay f32; a matrix whose rows are not whole\n\
@@ -45,6 +46,22 @@ fn convert_whisper(args: &Args, out: &mut impl Write) -> Result<()> {
             "a Whisper model is written with its weights as stored (a CTranslate2 folder also as f32); --type {t} is not offered for it"
         ),
     };
+    if wgllm_speech::model::is_whisper_file(&args.dir) && !is_ggml(&args.dir) {
+        if f32 || args.out.extension().is_none_or(|e| e != "bin") {
+            bail!("a Whisper GGUF converts to whisper.cpp's format: give -o NAME.bin (weights as stored)");
+        }
+        let m = wgllm_speech::WhisperModel::open(&args.dir)?;
+        let bytes = wgllm_speech::ggml_bin::from_model(&m)?;
+        std::fs::write(&args.out, &bytes)
+            .with_context(|| format!("writing {}", args.out.display()))?;
+        writeln!(
+            out,
+            "{}: whisper.cpp's format, {} bytes",
+            args.out.display(),
+            bytes.len()
+        )?;
+        return Ok(());
+    }
     let w = if args.dir.is_dir() {
         wgllm_speech::ct2::convert(&args.dir, f32)?
     } else {
@@ -62,15 +79,21 @@ fn convert_whisper(args: &Args, out: &mut impl Write) -> Result<()> {
     Ok(())
 }
 
-/// Whether `path` is a Whisper model `convert` reads: whisper.cpp's file, or a CTranslate2 folder.
-fn is_whisper_source(path: &std::path::Path) -> bool {
-    if path.is_dir() {
-        return path.join("model.bin").exists() && path.join("vocabulary.txt").exists();
-    }
+/// Whether `path` is whisper.cpp's model file.
+fn is_ggml(path: &std::path::Path) -> bool {
     let mut head = [0u8; 4];
     std::fs::File::open(path)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
         .is_ok_and(|()| wgllm_speech::ggml_bin::is_ggml_bin(&head))
+}
+
+/// Whether `path` is a Whisper model `convert` reads: whisper.cpp's file, a CTranslate2 folder,
+/// or the GGUF form (written back as whisper.cpp's file).
+fn is_whisper_source(path: &std::path::Path) -> bool {
+    if path.is_dir() {
+        return path.join("model.bin").exists() && path.join("vocabulary.txt").exists();
+    }
+    wgllm_speech::model::is_whisper_file(path)
 }
 
 /// Converts and reports what was written.
