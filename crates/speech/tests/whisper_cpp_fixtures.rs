@@ -150,8 +150,17 @@ fn check(backend: &dyn Backend) {
                 ));
             }
         }
+        // The subtitles: whisper.cpp's cues, times within 20 ms.
+        let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
+        for (ext, fmt) in [("srt", Format::Srt), ("vtt", Format::Vtt)] {
+            let theirs = std::fs::read_to_string(fixtures().join(format!("{stem}.{ext}"))).unwrap();
+            let ours = format::write(&tr, fmt, "transcribe", 0.0);
+            if let Err(e) = same_cues(&ours, &theirs) {
+                failures.push(format!("{name}: {ext}: {e}"));
+            }
+        }
         println!(
-            "{name}: {} segments equal to whisper.cpp's",
+            "{name}: {} segments and their cues equal to whisper.cpp's",
             tr.segments.len()
         );
     }
