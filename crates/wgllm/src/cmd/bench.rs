@@ -121,6 +121,9 @@ pub struct Args {
     /// min-p 0.05), each token drawn on the device, instead of greedy decoding.
     #[arg(long)]
     pub sample: bool,
+    /// Whisper models: the audio file to transcribe (default: 30 s of a test tone).
+    #[arg(long, value_name = "FILE")]
+    pub audio: Option<PathBuf>,
     #[command(flatten)]
     pub backend: BackendArgs,
 }
@@ -542,6 +545,13 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         bail!("nothing to measure: every -p and -n is 0");
     }
     let path = super::pull::resolve_model(args.model.as_deref(), &args.hub)?;
+    if wgllm_speech::model::is_whisper_file(&path) {
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into(),
+        );
+        return super::bench_speech::run(args, &path, &name, out);
+    }
     let file = GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?;
     if wgllm_models::embed::is_embedding_model(&file) {
         let name = path.file_name().map_or_else(

@@ -8,6 +8,7 @@ use clap::Subcommand;
 pub mod backend;
 pub mod bench;
 pub mod bench_embed;
+pub mod bench_speech;
 pub mod chat;
 pub mod convert;
 pub mod devices;
@@ -38,7 +39,8 @@ pub enum Command {
     /// test-backend-ops: one line per case and a pass/fail/unsupported summary.
     Ops(ops::Args),
     /// Prompt-processing and generation speed (tokens/s) like llama-bench, with a bandwidth
-    /// roofline for generation and, with --profile, GPU time per kernel family.
+    /// roofline for generation and, with --profile, GPU time per kernel family (embedding
+    /// models: embeddings/s; Whisper: encoder time per 30 s window and real-time factor).
     Bench(bench::Args),
     /// Perplexity of a model on a text file (llama-perplexity's method): `PPL = X +/- Y`.
     Perplexity(perplexity::Args),

@@ -56,6 +56,9 @@ pub enum Preset {
     /// Whisper large-v3-turbo: large-v3's encoder, a 4-layer decoder.
     #[value(name = "whisper-large-v3-turbo")]
     WhisperLargeV3Turbo,
+    /// A small multilingual Whisper (2 + 2 layers, 64 wide, 64 text positions) for tests.
+    #[value(name = "whisper-test")]
+    WhisperTest,
 }
 
 impl Preset {
@@ -69,6 +72,7 @@ impl Preset {
             Preset::WhisperMedium => "whisper-medium",
             Preset::WhisperLargeV3 => "whisper-large-v3",
             Preset::WhisperLargeV3Turbo => "whisper-large-v3-turbo",
+            Preset::WhisperTest => "whisper-test",
             _ => return None,
         })
     }
