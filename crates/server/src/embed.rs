@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -29,6 +28,7 @@ use wgllm_models::arch::EmbeddingArch;
 use wgllm_models::{EmbedConfig, Embedder, Truncate};
 
 use crate::error::ApiError;
+use crate::shared::Running;
 
 /// Inputs one request may carry (OpenAI's limit).
 pub const MAX_INPUTS: usize = 2048;
@@ -77,15 +77,6 @@ pub struct EmbedApp {
     /// The model thread is running (cleared when it ends, however it ends).
     alive: Arc<AtomicBool>,
     started: u64,
-}
-
-/// Clears its flag when dropped: the model thread's end, a panic included.
-struct Running(Arc<AtomicBool>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Relaxed);
-    }
 }
 
 impl EmbedApp {
@@ -212,12 +203,7 @@ pub fn router(app: Arc<EmbedApp>) -> Router {
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .fallback(|| async {
-            ApiError {
-                status: StatusCode::NOT_FOUND,
-                ..ApiError::bad_request("No such route")
-            }
-        })
+        .fallback(crate::shared::not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
 }
@@ -248,44 +234,37 @@ async fn models(State(app): State<Arc<EmbedApp>>) -> Json<Value> {
 
 async fn health(State(app): State<Arc<EmbedApp>>) -> Response {
     let alive = app.alive.load(Ordering::Relaxed) && app.jobs.lock().is_ok_and(|j| j.is_some());
-    match alive {
-        true => Json(json!({"status": "ok"})).into_response(),
-        false => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "error", "message": "the model thread has stopped or the server is shutting down"})),
-        )
-            .into_response(),
-    }
+    crate::shared::health(
+        alive,
+        "the model thread has stopped or the server is shutting down",
+    )
 }
 
 async fn metrics(State(app): State<Arc<EmbedApp>>) -> Response {
     let c = &app.counters;
-    let mut text = String::new();
-    for (name, help, v) in [
-        (
-            "requests_total",
-            "Embedding requests answered or refused.",
-            &c.requests,
-        ),
-        (
-            "requests_rejected_total",
-            "Requests refused (bad input, full queue).",
-            &c.rejected,
-        ),
-        ("inputs_total", "Inputs embedded.", &c.inputs),
-        ("prompt_tokens_total", "Tokens embedded.", &c.tokens),
-        (
-            "passes_total",
-            "Passes of the model thread (each merges the requests waiting).",
-            &c.passes,
-        ),
-    ] {
-        let v = v.load(Ordering::Relaxed);
-        text.push_str(&format!(
-            "# HELP wgllm_embed_{name} {help}\n# TYPE wgllm_embed_{name} counter\nwgllm_embed_{name} {v}\n"
-        ));
-    }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+    crate::shared::counters(
+        "embed",
+        &[
+            (
+                "requests_total",
+                "Embedding requests answered or refused.",
+                n(&c.requests),
+            ),
+            (
+                "requests_rejected_total",
+                "Requests refused (bad input, full queue).",
+                n(&c.rejected),
+            ),
+            ("inputs_total", "Inputs embedded.", n(&c.inputs)),
+            ("prompt_tokens_total", "Tokens embedded.", n(&c.tokens)),
+            (
+                "passes_total",
+                "Passes of the model thread (each merges the requests waiting).",
+                n(&c.passes),
+            ),
+        ],
+    )
 }
 
 /// A checked request.

@@ -19,6 +19,7 @@ pub mod error;
 pub mod metrics;
 mod routes;
 pub mod scheduler;
+mod shared;
 pub mod speech;
 pub mod stop;
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -37,7 +37,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .fallback(not_found)
+        .fallback(crate::shared::not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
 }
@@ -86,15 +86,7 @@ async fn models(State(app): State<Arc<App>>) -> Json<Value> {
 }
 
 async fn health(State(app): State<Arc<App>>) -> Response {
-    if app.engine.is_alive() {
-        Json(json!({"status": "ok"})).into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "error", "message": "the scheduler has stopped"})),
-        )
-            .into_response()
-    }
+    crate::shared::health(app.engine.is_alive(), "the scheduler has stopped")
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
@@ -103,13 +95,6 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
         app.engine.metrics().render(),
     )
         .into_response()
-}
-
-async fn not_found() -> ApiError {
-    ApiError {
-        status: StatusCode::NOT_FOUND,
-        ..ApiError::bad_request("No such route")
-    }
 }
 
 /// Checks the request, queues it, and answers with JSON or a stream of events.

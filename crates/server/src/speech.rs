@@ -26,6 +26,7 @@ use wgllm_speech::format::{self, Format};
 use wgllm_speech::{audio, lang, Audio, Transcriber, Transcript, WhisperModel};
 
 use crate::error::ApiError;
+use crate::shared::Running;
 
 /// How the speech server runs.
 #[derive(Clone, Debug)]
@@ -66,15 +67,6 @@ pub struct SpeechApp {
     /// The model thread is running (cleared when it ends, however it ends).
     alive: Arc<AtomicBool>,
     started: u64,
-}
-
-/// Clears its flag when dropped: the model thread's end, a panic included.
-struct Running(Arc<AtomicBool>);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Relaxed);
-    }
 }
 
 impl SpeechApp {
@@ -152,12 +144,7 @@ pub fn router(app: Arc<SpeechApp>) -> Router {
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/metrics", get(metrics))
-        .fallback(|| async {
-            ApiError {
-                status: StatusCode::NOT_FOUND,
-                ..ApiError::bad_request("No such route")
-            }
-        })
+        .fallback(crate::shared::not_found)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(app)
 }
@@ -188,41 +175,35 @@ async fn models(State(app): State<Arc<SpeechApp>>) -> Json<Value> {
 
 async fn health(State(app): State<Arc<SpeechApp>>) -> Response {
     let alive = app.alive.load(Ordering::Relaxed) && app.jobs.lock().is_ok_and(|j| j.is_some());
-    match alive {
-        true => Json(json!({"status": "ok"})).into_response(),
-        false => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({"status": "error", "message": "the model thread has stopped or the server is shutting down"})),
-        )
-            .into_response(),
-    }
+    crate::shared::health(
+        alive,
+        "the model thread has stopped or the server is shutting down",
+    )
 }
 
 async fn metrics(State(app): State<Arc<SpeechApp>>) -> Response {
     let c = &app.counters;
-    let mut text = String::new();
-    for (name, help, v) in [
-        (
-            "requests_total",
-            "Speech requests answered or refused.",
-            c.requests.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "requests_rejected_total",
-            "Requests refused (bad input, full queue).",
-            c.rejected.load(Ordering::Relaxed) as f64,
-        ),
-        (
-            "audio_seconds_total",
-            "Seconds of audio transcribed.",
-            c.audio_cs.load(Ordering::Relaxed) as f64 / 100.0,
-        ),
-    ] {
-        text.push_str(&format!(
-            "# HELP wgllm_speech_{name} {help}\n# TYPE wgllm_speech_{name} counter\nwgllm_speech_{name} {v}\n"
-        ));
-    }
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+    crate::shared::counters(
+        "speech",
+        &[
+            (
+                "requests_total",
+                "Speech requests answered or refused.",
+                n(&c.requests),
+            ),
+            (
+                "requests_rejected_total",
+                "Requests refused (bad input, full queue).",
+                n(&c.rejected),
+            ),
+            (
+                "audio_seconds_total",
+                "Seconds of audio transcribed.",
+                n(&c.audio_cs) / 100.0,
+            ),
+        ],
+    )
 }
 
 async fn transcriptions(
