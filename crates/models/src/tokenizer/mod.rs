@@ -443,7 +443,16 @@ impl Tokenizer {
     /// opens the assistant's reply. BOS is added where the model wants it, unless the template
     /// already wrote it.
     pub fn chat_ids(&self, messages: &[ChatMessage]) -> Result<Vec<u32>, TokenizerError> {
-        let rendered = self.render_chat(messages, true)?;
+        self.chat_ids_with_tools(messages, None)
+    }
+
+    /// [`Tokenizer::chat_ids`] with the `tools` (OpenAI's array) given to the template.
+    pub fn chat_ids_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+    ) -> Result<Vec<u32>, TokenizerError> {
+        let rendered = self.render_chat_with_tools(messages, tools, true)?;
         let has_bos = self
             .bos()
             .and_then(|b| self.token_str(b))
@@ -460,16 +469,32 @@ impl Tokenizer {
         messages: &[ChatMessage],
         add_generation_prompt: bool,
     ) -> Result<String, TokenizerError> {
-        let source = match &self.chat_template {
+        self.render_chat_with_tools(messages, None, add_generation_prompt)
+    }
+
+    /// The template [`Tokenizer::render_chat`] uses: the file's, or the fallback it names.
+    pub fn effective_chat_template(&self) -> Result<&str, TokenizerError> {
+        Ok(match &self.chat_template {
             Some(t) => t.as_str(),
             None if self.vocab.id("<|im_start|>").is_some() => chat::CHATML,
             None if self.vocab.id("<start_of_turn>").is_some() => chat::GEMMA,
             None => return Err(TokenizerError::NoChatTemplate),
-        };
+        })
+    }
+
+    /// [`Tokenizer::render_chat`] with the `tools` (OpenAI's array) given to the template.
+    pub fn render_chat_with_tools(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&serde_json::Value>,
+        add_generation_prompt: bool,
+    ) -> Result<String, TokenizerError> {
+        let source = self.effective_chat_template()?;
         let text = |id: Option<u32>| id.and_then(|i| self.token_str(i)).unwrap_or("");
         Ok(chat::render(
             source,
             messages,
+            tools,
             add_generation_prompt,
             text(self.bos()),
             text(self.eos()),
