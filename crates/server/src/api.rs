@@ -10,6 +10,8 @@ use wgllm_models::sampler::SamplerConfig;
 use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
 
 use crate::error::ApiError;
+use crate::structured::{self, ToolUse};
+use wgllm_structured::Grammar;
 
 /// Which endpoint a body came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +45,11 @@ pub struct Request {
     pub endpoint: Endpoint,
     pub prompt: Vec<u32>,
     pub params: GenParams,
+    /// What the output must follow (a schema, a grammar, a forced tool call), with the field
+    /// that asked for it.
+    pub grammar: Option<(&'static str, Grammar)>,
+    /// Chat with tools: the reply is parsed for calls.
+    pub tool_use: Option<ToolUse>,
 }
 
 /// What checking a request needs to know about the served model.
@@ -82,9 +89,22 @@ pub fn parse(
             ));
         }
     }
-    let prompt = match endpoint {
-        Endpoint::Chat => chat_prompt(&f, model.tokenizer)?,
-        Endpoint::Completion => completion_prompt(&f, model.tokenizer)?,
+    let mut grammar = structured::output_grammar(&f)?;
+    let (prompt, tool_use) = match endpoint {
+        Endpoint::Chat => {
+            let p = chat_prompt(&f, model.tokenizer)?;
+            if let Some(g) = p.grammar {
+                if grammar.is_some() {
+                    return Err(ApiError::bad_param(
+                        "tool_choice",
+                        "a forced tool call and 'response_format' / 'grammar' / 'json_schema' both constrain the output: give one",
+                    ));
+                }
+                grammar = Some(("tool_choice", g));
+            }
+            (p.ids, p.tool_use)
+        }
+        Endpoint::Completion => (completion_prompt(&f, model.tokenizer)?, None),
     };
     if prompt.is_empty() {
         return Err(ApiError::bad_param(
@@ -202,6 +222,8 @@ pub fn parse(
             include_usage,
             logprobs,
         },
+        grammar,
+        tool_use,
     })
 }
 
@@ -240,8 +262,9 @@ fn stops(f: &Fields<'_>) -> Result<Vec<String>, ApiError> {
     Ok(list)
 }
 
-/// The conversation in `messages`, rendered with the model's chat template and tokenized.
-fn chat_prompt(f: &Fields<'_>, tok: &Tokenizer) -> Result<Vec<u32>, ApiError> {
+/// The conversation in `messages` (with the `tools`), rendered with the model's chat template
+/// and tokenized.
+fn chat_prompt(f: &Fields<'_>, tok: &Tokenizer) -> Result<structured::ToolPrompt, ApiError> {
     let bad = |why: String| ApiError::bad_param("messages", why);
     let list = match f.get("messages") {
         None => return Err(bad("'messages' is required".into())),
@@ -261,7 +284,7 @@ fn chat_prompt(f: &Fields<'_>, tok: &Tokenizer) -> Result<Vec<u32>, ApiError> {
         };
         let role = match o.get("role") {
             Some(Value::String(r))
-                if ["system", "developer", "user", "assistant"].contains(&r.as_str()) =>
+                if ["system", "developer", "user", "assistant", "tool"].contains(&r.as_str()) =>
             {
                 if r == "developer" {
                     "system"
@@ -271,13 +294,24 @@ fn chat_prompt(f: &Fields<'_>, tok: &Tokenizer) -> Result<Vec<u32>, ApiError> {
             }
             Some(Value::String(r)) => {
                 return Err(bad(format!(
-                    "messages[{i}].role '{r}' is not one of system, developer, user, assistant"
-                )))
+                "messages[{i}].role '{r}' is not one of system, developer, user, assistant, tool"
+            )))
             }
             _ => return Err(bad(format!("messages[{i}].role must be a string"))),
         };
+        let tool_calls = match o.get("tool_calls").filter(|v| !v.is_null()) {
+            Some(v) if role == "assistant" => Some(structured::message_tool_calls(i, v)?),
+            Some(_) => {
+                return Err(bad(format!(
+                    "messages[{i}]: only an assistant message has 'tool_calls'"
+                )))
+            }
+            None => None,
+        };
         let content = match o.get("content") {
             Some(Value::String(s)) => s.clone(),
+            // An assistant's turn that only calls tools has no content.
+            None | Some(Value::Null) if tool_calls.is_some() => String::new(),
             Some(Value::Array(parts)) => {
                 let mut text = String::new();
                 for p in parts {
@@ -298,13 +332,17 @@ fn chat_prompt(f: &Fields<'_>, tok: &Tokenizer) -> Result<Vec<u32>, ApiError> {
                 )))
             }
         };
-        messages.push(ChatMessage::new(role, content));
+        let mut m = ChatMessage::new(role, content);
+        m.tool_calls = tool_calls;
+        if role == "tool" {
+            m.tool_call_id = o
+                .get("tool_call_id")
+                .and_then(Value::as_str)
+                .map(String::from);
+        }
+        messages.push(m);
     }
-    tok.chat_ids(&messages).map_err(|e| {
-        bad(format!(
-            "the messages could not be rendered and tokenized: {e}"
-        ))
-    })
+    structured::render(tok, messages, structured::tools(f)?)
 }
 
 /// `prompt`: a string (BOS added where the model wants it), an array of one string, or an array
@@ -344,7 +382,7 @@ fn completion_prompt(f: &Fields<'_>, tok: &Tokenizer) -> Result<Vec<u32>, ApiErr
 }
 
 /// JSON type name for errors.
-fn kind(v: &Value) -> &'static str {
+pub(crate) fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
@@ -356,10 +394,10 @@ fn kind(v: &Value) -> &'static str {
 }
 
 /// Typed access to optional fields (`null` counts as absent).
-struct Fields<'a>(&'a Map<String, Value>);
+pub(crate) struct Fields<'a>(&'a Map<String, Value>);
 
 impl Fields<'_> {
-    fn get(&self, k: &str) -> Option<&Value> {
+    pub(crate) fn get(&self, k: &str) -> Option<&Value> {
         self.0.get(k).filter(|v| !v.is_null())
     }
 
@@ -399,7 +437,7 @@ impl Fields<'_> {
         Ok(Some(x))
     }
 
-    fn boolean(&self, k: &str) -> Result<Option<bool>, ApiError> {
+    pub(crate) fn boolean(&self, k: &str) -> Result<Option<bool>, ApiError> {
         match self.get(k) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),

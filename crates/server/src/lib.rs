@@ -22,6 +22,7 @@ pub mod scheduler;
 mod shared;
 pub mod speech;
 pub mod stop;
+pub mod structured;
 
 use std::future::Future;
 use std::sync::atomic::AtomicU64;
@@ -75,6 +76,8 @@ impl ServerConfig {
 pub struct App {
     engine: Engine,
     tokenizer: Arc<Tokenizer>,
+    /// Compiles requests' grammars against the model's vocabulary.
+    grammars: wgllm_structured::Grammars,
     cfg: ServerConfig,
     metrics: Arc<Metrics>,
     /// Seconds since the epoch at start (`created` of `/v1/models`).
@@ -92,6 +95,7 @@ impl App {
         cfg: ServerConfig,
     ) -> anyhow::Result<Arc<App>> {
         let tokenizer = Arc::new(tokenizer);
+        let grammars = wgllm_structured::Grammars::new(tokenizer.clone())?;
         let metrics = Arc::new(Metrics::default());
         let opts = EngineOptions {
             queue: cfg.queue,
@@ -106,6 +110,7 @@ impl App {
         Ok(Arc::new(App {
             engine,
             tokenizer,
+            grammars,
             cfg,
             metrics,
             started,

@@ -24,6 +24,7 @@ use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::scheduler::{Event, Finish, Job, TokenLogprob, Usage};
 use crate::App;
+use wgllm_structured::tools::{self, Split, StreamSplitter, ToolCall};
 
 /// Every route, with the body limit.
 pub fn router(app: Arc<App>) -> Router {
@@ -86,7 +87,8 @@ async fn models(State(app): State<Arc<App>>) -> Json<Value> {
 }
 
 async fn health(State(app): State<Arc<App>>) -> Response {
-    crate::shared::health(app.engine.is_alive(), "the scheduler has stopped")
+    let why = app.engine.why_stopped();
+    crate::shared::health(why.is_none(), why.as_deref().unwrap_or_default())
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Response {
@@ -104,17 +106,32 @@ async fn generate(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let n = app.counter.fetch_add(1, Ordering::Relaxed);
-    let parsed = body
-        .map_err(|r| ApiError::unread_body(&r, app.cfg.max_body_bytes))
-        .and_then(|b| {
-            let info = ModelInfo {
-                id: &app.cfg.model_id,
-                tokenizer: &app.tokenizer,
-                n_ctx: app.cfg.n_ctx,
-            };
-            api::parse(endpoint, &b, &info, n)
-        });
-    let req = match parsed {
+    // Rendering the template and compiling a grammar are CPU work of unbounded size (both
+    // limited by fuel): off the async workers.
+    let worker = app.clone();
+    let parsed = tokio::task::spawn_blocking(move || {
+        let b = body.map_err(|r| ApiError::unread_body(&r, worker.cfg.max_body_bytes))?;
+        let info = ModelInfo {
+            id: &worker.cfg.model_id,
+            tokenizer: &worker.tokenizer,
+            n_ctx: worker.cfg.n_ctx,
+        };
+        let req = api::parse(endpoint, &b, &info, n)?;
+        let constraint = match &req.grammar {
+            Some((param, g)) => Some(worker.grammars.compile(g).map_err(|e| {
+                ApiError::bad_param(param, format!("The grammar cannot be used: {e}"))
+            })?),
+            None => None,
+        };
+        Ok::<_, ApiError>((req, constraint))
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(ApiError::internal(format!(
+            "checking the request failed: {e}"
+        )))
+    });
+    let (req, constraint) = match parsed {
         Ok(r) => r,
         Err(e) => {
             Metrics::inc(&app.metrics.rejected_bad);
@@ -125,6 +142,7 @@ async fn generate(
     let job = Job {
         prompt: req.prompt.clone(),
         params: req.params.clone(),
+        constraint,
         events: tx,
     };
     if let Err(e) = app.engine.submit(job) {
@@ -255,11 +273,20 @@ async fn collect(reply: Reply, mut rx: UnboundedReceiver<Event>) -> Response {
             }
             Some(Event::Done { finish, usage }) => {
                 let lp = reply.logprobs(&lps, 0);
-                let reason = finish.as_str();
+                let mut reason = finish.as_str();
                 let (kind, choice) = if reply.chat() {
+                    let mut message = json!({"role": "assistant", "content": text});
+                    if let Some(t) = &reply.req.tool_use {
+                        let (content, calls) = tools::parse(t.format, &text);
+                        if !calls.is_empty() {
+                            message["content"] = json!(content);
+                            message["tool_calls"] = calls_json(&reply.id, 0, &calls, false);
+                            reason = "tool_calls";
+                        }
+                    }
                     (
                         "chat.completion",
-                        json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": lp, "finish_reason": reason}),
+                        json!({"index": 0, "message": message, "logprobs": lp, "finish_reason": reason}),
                     )
                 } else {
                     (
@@ -286,18 +313,29 @@ fn stream(
         out: VecDeque<SseEvent>,
         done: bool,
         offset: usize,
+        /// With tools: holds back what may be a call.
+        splitter: Option<StreamSplitter>,
+        /// Calls streamed so far.
+        calls: usize,
     }
     let data = |v: Value| SseEvent::default().data(v.to_string());
     let mut out = VecDeque::new();
     if reply.chat() {
         out.push_back(data(reply.chunk(None, Value::Null, None, None)));
     }
+    let splitter = reply
+        .req
+        .tool_use
+        .as_ref()
+        .map(|t| StreamSplitter::new(t.format));
     let st = St {
         reply,
         rx,
         out,
         done: false,
         offset: 0,
+        splitter,
+        calls: 0,
     };
     let events = futures_util::stream::unfold(st, move |mut st| async move {
         loop {
@@ -312,9 +350,44 @@ fn stream(
                 Some(Event::Text { text, logprobs }) => {
                     let lp = r.logprobs(&logprobs, st.offset);
                     st.offset += text.len();
-                    st.out.push_back(data(r.chunk(Some(&text), lp, None, None)));
+                    let split = match st.splitter.as_mut() {
+                        Some(sp) => sp.push(&text),
+                        None => Split {
+                            text,
+                            calls: vec![],
+                        },
+                    };
+                    if !split.text.is_empty() || !lp.is_null() {
+                        st.out
+                            .push_back(data(r.chunk(Some(&split.text), lp, None, None)));
+                    }
+                    if !split.calls.is_empty() {
+                        st.out
+                            .push_back(data(r.calls_chunk(st.calls, &split.calls)));
+                        st.calls += split.calls.len();
+                    }
                 }
-                Some(Event::Done { finish, usage }) => {
+                Some(Event::Done { mut finish, usage }) => {
+                    if let Some(sp) = st.splitter.as_mut() {
+                        let split = sp.finish();
+                        if !split.text.is_empty() {
+                            let lp = if r.req.params.logprobs.is_some() {
+                                r.logprobs(&[], st.offset)
+                            } else {
+                                Value::Null
+                            };
+                            st.out
+                                .push_back(data(r.chunk(Some(&split.text), lp, None, None)));
+                        }
+                        if !split.calls.is_empty() {
+                            st.out
+                                .push_back(data(r.calls_chunk(st.calls, &split.calls)));
+                            st.calls += split.calls.len();
+                        }
+                        if st.calls > 0 {
+                            finish = Finish::ToolCalls;
+                        }
+                    }
                     let lp = if r.req.params.logprobs.is_some() {
                         r.logprobs(&[], st.offset)
                     } else {
@@ -338,14 +411,46 @@ fn stream(
                     st.out.push_back(SseEvent::default().data("[DONE]"));
                     st.done = true;
                 }
-                None => st.done = true,
+                None => {
+                    let e = ApiError::internal("the scheduler dropped the request");
+                    st.out.push_back(data(e.body()));
+                    st.out.push_back(SseEvent::default().data("[DONE]"));
+                    st.done = true;
+                }
             }
         }
     });
     Sse::new(events)
 }
 
+/// OpenAI's `tool_calls` entries for `calls`, numbered from `first` (with `index` when
+/// `streamed`, as chunk deltas carry it).
+fn calls_json(id: &str, first: usize, calls: &[ToolCall], streamed: bool) -> Value {
+    calls
+        .iter()
+        .enumerate()
+        .map(|(k, c)| {
+            let mut v = json!({
+                "id": format!("call_{id}_{}", first + k),
+                "type": "function",
+                "function": {"name": c.name, "arguments": c.arguments},
+            });
+            if streamed {
+                v["index"] = json!(first + k);
+            }
+            v
+        })
+        .collect()
+}
+
 impl Reply {
+    /// A chunk whose delta carries whole tool calls, numbered from `first`.
+    fn calls_chunk(&self, first: usize, calls: &[ToolCall]) -> Value {
+        let delta = json!({"tool_calls": calls_json(&self.id, first, calls, true)});
+        let choice = json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": null});
+        self.object("chat.completion.chunk", json!([choice]), None)
+    }
+
     fn chunk_kind(&self) -> &'static str {
         if self.chat() {
             "chat.completion.chunk"

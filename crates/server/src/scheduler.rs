@@ -42,17 +42,21 @@ use tokio::sync::mpsc::UnboundedSender;
 use wgllm_models::generate::reusable_prefix;
 use wgllm_models::sampler::Sampler;
 use wgllm_models::tokenizer::{StreamDecoder, Tokenizer};
-use wgllm_models::{ModelError, NextToken, QueuedStep, Readback, RowOut, SeqChunk, Session};
+use wgllm_models::{NextToken, QueuedStep, Readback, RowOut, SeqChunk, Session};
 
 use crate::api::GenParams;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
 use crate::stop::StopMatcher;
+use wgllm_structured::Constraint;
 
 /// A request handed to the scheduler.
 pub struct Job {
     pub prompt: Vec<u32>,
     pub params: GenParams,
+    /// The grammar the output follows: each step reads the whole logits row, masks it, and
+    /// the mask of the next token is computed on the host while the device runs the step.
+    pub constraint: Option<Constraint>,
     /// Where the request's events go; closed when the client is gone.
     pub events: UnboundedSender<Event>,
 }
@@ -80,6 +84,8 @@ pub enum Finish {
     Stop,
     /// `max_tokens` were generated.
     Length,
+    /// The reply calls tools (decided when the reply is parsed, never by the scheduler).
+    ToolCalls,
 }
 
 impl Finish {
@@ -88,6 +94,7 @@ impl Finish {
         match self {
             Finish::Stop => "stop",
             Finish::Length => "length",
+            Finish::ToolCalls => "tool_calls",
         }
     }
 }
@@ -116,6 +123,8 @@ struct QueueState {
     /// Slots holding no request.
     free_slots: usize,
     closed: bool,
+    /// Why the scheduler stopped, when it panicked.
+    failed: Option<String>,
 }
 
 struct Queue {
@@ -170,6 +179,7 @@ impl Engine {
                 jobs: VecDeque::new(),
                 free_slots: 0,
                 closed: false,
+                failed: None,
             }),
             ready: Condvar::new(),
             capacity: queue,
@@ -190,7 +200,15 @@ impl Engine {
                 q2.lock().free_slots = slots;
                 m2.slots_total.store(slots as u64, Ordering::Relaxed);
                 let _ = ready_tx.send(Ok(()));
-                Scheduler::new(session, &tokenizer, q2, m2, opts).run();
+                let mut sched = Scheduler::new(session, &tokenizer, q2, m2, opts);
+                // A panic (a bug, a backend fault) must not leave requests waiting forever:
+                // every one held or queued fails with a 500, and later ones are refused.
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sched.run()));
+                if let Err(p) = run {
+                    let why = format!("the scheduler stopped: {}", panic_message(&*p));
+                    sched.queue.lock().failed = Some(why.clone());
+                    sched.end_all(|| ApiError::internal(why.clone()));
+                }
             })?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Engine {
@@ -205,9 +223,20 @@ impl Engine {
         }
     }
 
-    /// Whether the scheduler thread is running.
+    /// Whether the scheduler thread is running (and has not panicked).
     pub fn is_alive(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
+        self.why_stopped().is_none()
+    }
+
+    /// Why the scheduler no longer runs; `None` while it does.
+    pub fn why_stopped(&self) -> Option<String> {
+        if let Some(why) = &self.queue.lock().failed {
+            return Some(why.clone());
+        }
+        match self.thread.as_ref().is_some_and(|t| !t.is_finished()) {
+            true => None,
+            false => Some("the scheduler has stopped".into()),
+        }
     }
 
     /// Queues `job`, or refuses with 503 when every slot is busy and the queue is full.
@@ -216,7 +245,12 @@ impl Engine {
         if s.closed {
             return Err(ApiError::shutting_down());
         }
-        if !self.is_alive() {
+        // Checked under the lock that pushes: a panicking scheduler sets `failed` before it
+        // drains the queue, so no job is left behind unanswered.
+        if let Some(why) = &s.failed {
+            return Err(ApiError::internal(why.clone()));
+        }
+        if self.thread.as_ref().is_none_or(|t| t.is_finished()) {
             return Err(ApiError::internal("the scheduler has stopped"));
         }
         if s.jobs.len() >= self.queue.capacity + s.free_slots {
@@ -324,12 +358,13 @@ impl<'t> Scheduler<'t> {
         }
     }
 
-    fn run(mut self) {
+    fn run(&mut self) {
         loop {
             // Closed (the server is shutting down): generating on to `max_tokens` would hold
             // the shutdown up for as long.
             if self.queue.lock().closed {
-                self.end_all();
+                self.end_all(ApiError::shutting_down);
+                self.drop_ahead();
                 return;
             }
             self.drop_cancelled();
@@ -370,13 +405,13 @@ impl<'t> Scheduler<'t> {
         }
     }
 
-    /// Tells slot `i`'s client that the backend failed, and frees the slot.
-    fn fail(&mut self, i: usize, e: &ModelError) {
+    /// Tells slot `i`'s client that generation failed (`why`), and frees the slot.
+    fn fail(&mut self, i: usize, why: &dyn std::fmt::Display) {
         if let Some(s) = &self.slots[i] {
             let _ = s
                 .job
                 .events
-                .send(Event::Failed(ApiError::internal(e.to_string())));
+                .send(Event::Failed(ApiError::internal(why.to_string())));
             Metrics::inc(&self.metrics.failed);
         }
         self.free(i);
@@ -385,17 +420,15 @@ impl<'t> Scheduler<'t> {
         self.session.clear_seq(i);
     }
 
-    /// Ends every request held, in a slot or waiting, telling each that the server is shutting
-    /// down.
-    fn end_all(&mut self) {
+    /// Ends every request held, in a slot or waiting, with the error `why` makes.
+    fn end_all(&mut self, why: impl Fn() -> ApiError) {
         let waiting = std::mem::take(&mut self.queue.lock().jobs);
         self.metrics.queue_depth.store(0, Ordering::Relaxed);
         let held = self.slots.iter_mut().filter_map(Option::take);
         for job in held.map(|s| s.job).chain(waiting) {
-            let _ = job.events.send(Event::Failed(ApiError::shutting_down()));
+            let _ = job.events.send(Event::Failed(why()));
         }
         self.metrics.slots_busy.store(0, Ordering::Relaxed);
-        self.drop_ahead();
     }
 
     /// The slot to decode with a step queued ahead: the only busy one, when it is decoding and
@@ -411,7 +444,8 @@ impl<'t> Scheduler<'t> {
         let s = s.as_ref()?;
         let read = s.sampler.readback(self.session.candidates());
         let lone = busy.next().is_none();
-        let plain = s.job.params.logprobs.is_none() && read <= Readback::TopK;
+        let plain =
+            s.job.params.logprobs.is_none() && s.job.constraint.is_none() && read <= Readback::TopK;
         (lone && plain && s.next.is_some()).then_some(i)
     }
 
@@ -621,7 +655,7 @@ impl<'t> Scheduler<'t> {
             .iter()
             .map(|&i| {
                 let s = slot(i);
-                if s.job.params.logprobs.is_some() {
+                if s.job.params.logprobs.is_some() || s.job.constraint.is_some() {
                     Readback::Logits
                 } else {
                     s.sampler.readback(cands)
@@ -629,6 +663,15 @@ impl<'t> Scheduler<'t> {
             })
             .max()
             .unwrap_or(Readback::Argmax);
+        // The constraints of this step's output rows, their masks computed beside the step.
+        let mut masks: Vec<(usize, Constraint)> = outputs
+            .iter()
+            .filter_map(|&i| {
+                let s = self.slots[i].as_mut()?;
+                Some((i, s.job.constraint.take()?))
+            })
+            .collect();
+        let slot = |i: usize| self.slots[i].as_ref().expect("batched slots are busy");
         let chunks: Vec<SeqChunk<'_>> = decode
             .iter()
             .map(|(i, t)| SeqChunk {
@@ -646,9 +689,29 @@ impl<'t> Scheduler<'t> {
             }))
             .collect();
         let t0 = Instant::now();
-        let result = self.session.step(&chunks, read);
+        let session = &mut self.session;
+        let result = std::thread::scope(|sc| {
+            let host = (!masks.is_empty()).then(|| {
+                sc.spawn(|| {
+                    // An error here comes back from `apply`, which computes again.
+                    for (_, c) in masks.iter_mut() {
+                        let _ = c.prepare();
+                    }
+                })
+            });
+            let r = session.step(&chunks, read);
+            if let Some(h) = host {
+                let _ = h.join();
+            }
+            r
+        });
         let secs = t0.elapsed().as_secs_f64();
         drop(chunks);
+        for (i, c) in masks {
+            if let Some(s) = self.slots[i].as_mut() {
+                s.job.constraint = Some(c);
+            }
+        }
         let rows = match result {
             Ok(rows) => rows,
             Err(e) => {
@@ -677,15 +740,28 @@ impl<'t> Scheduler<'t> {
             .expect("an output row's slot is busy");
         s.next = None;
         // A row drawn on the device (`step_ahead`) carries its token.
-        let id = match row.sampled {
-            Some(id) => id,
-            None => match s.sampler.sample_row(row, &s.history) {
-                Ok(id) => id,
-                Err(e) => {
-                    self.fail(i, &e);
-                    return;
-                }
-            },
+        let id = match (row.sampled, s.job.constraint.as_mut()) {
+            (Some(id), _) => Ok(id),
+            (None, Some(c)) => constrained(c, &mut s.sampler, row, &s.history),
+            (None, None) => s
+                .sampler
+                .sample_row(row, &s.history)
+                .map_err(|e| e.to_string()),
+        };
+        // The grammar follows every token; complete, it ends the request.
+        let id = id.and_then(|id| match s.job.constraint.as_mut() {
+            Some(c) => c
+                .accept(id)
+                .map(|done| (id, done))
+                .map_err(|e| e.to_string()),
+            None => Ok((id, false)),
+        });
+        let (id, complete) = match id {
+            Ok(x) => x,
+            Err(e) => {
+                self.fail(i, &e);
+                return;
+            }
         };
         let logprobs: Vec<TokenLogprob> = match (s.job.params.logprobs, &row.logits) {
             (Some(n), Some(l)) if !tok.is_eog(id) => vec![logprob(tok, l, id, n)],
@@ -701,6 +777,8 @@ impl<'t> Scheduler<'t> {
             let r = s.stops.push(&s.decoder.push(id));
             if r.stopped {
                 (r.text, Some(Finish::Stop), false)
+            } else if complete {
+                (r.text, Some(Finish::Stop), true)
             } else if s.generated == s.job.params.max_tokens {
                 (r.text, Some(Finish::Length), true)
             } else {
@@ -730,7 +808,7 @@ impl<'t> Scheduler<'t> {
                 // The slot is free before the client hears the end.
                 let events = s.job.events.clone();
                 Metrics::inc(match f {
-                    Finish::Stop => &self.metrics.finished_stop,
+                    Finish::Stop | Finish::ToolCalls => &self.metrics.finished_stop,
                     Finish::Length => &self.metrics.finished_length,
                 });
                 self.free(i);
@@ -738,6 +816,27 @@ impl<'t> Scheduler<'t> {
             }
         }
     }
+}
+
+/// The next token of a constrained request: its sampler over the logits row with every token
+/// the grammar does not allow at −∞ (the most likely allowed one should rounding in the draw
+/// land on a masked token).
+fn constrained(
+    c: &mut Constraint,
+    sampler: &mut Sampler,
+    row: &RowOut,
+    history: &[u32],
+) -> Result<u32, String> {
+    let Some(logits) = &row.logits else {
+        return Err("a constrained step read back no logits".into());
+    };
+    let mut masked = logits.clone();
+    c.apply(&mut masked).map_err(|e| e.to_string())?;
+    let id = sampler.sample(&masked, history);
+    Ok(match masked[id as usize] {
+        l if l == f32::NEG_INFINITY => wgllm_models::sampler::argmax(&masked),
+        _ => id,
+    })
 }
 
 /// The log-probability of `id` under `logits`, with the `n` most likely tokens.
@@ -779,4 +878,12 @@ fn logprob(tok: &Tokenizer, logits: &[f32], id: u32, n: usize) -> TokenLogprob {
         logprob,
         top: order.into_iter().map(entry).collect(),
     }
+}
+
+/// What a panic said, when it said it with a string.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> &str {
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic")
 }

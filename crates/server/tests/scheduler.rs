@@ -103,6 +103,7 @@ fn submit(e: &Engine, prompt: &[u32], params: GenParams) -> UnboundedReceiver<Ev
         prompt: prompt.to_vec(),
         params,
         events: tx,
+        constraint: None,
     })
     .unwrap();
     rx

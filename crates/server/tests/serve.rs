@@ -16,18 +16,8 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use bytes::Bytes;
 use common::{chat, start, MODEL_ID};
 use serde_json::{json, Value};
-use wgllm_core::DType;
-use wgllm_cpu::CpuBackend;
-use wgllm_gguf::GgufFile;
-use wgllm_models::synth::{llama_gguf, LlamaShape};
-use wgllm_models::tokenizer::Tokenizer;
-use wgllm_models::{Session, SessionConfig};
-use wgllm_server::{App, ServerConfig};
 
 const QUESTION: &str = "What is the capital of France?";
 
@@ -385,35 +375,13 @@ async fn smollm2_disconnect_mid_stream_frees_the_slot() {
     assert_eq!(s.metric("wgllm_slots_busy").await, 0.0);
 }
 
-/// A server of one slot of 256 tokens over the tiny model, with room for 4 waiting requests.
-fn tiny_app() -> Arc<App> {
-    let bytes = Bytes::from(llama_gguf(&LlamaShape::TINY, DType::Q8_0, 11).unwrap());
-    let tokenizer = Tokenizer::from_gguf(&GgufFile::from_bytes(bytes.clone()).unwrap()).unwrap();
-    let cfg = SessionConfig {
-        n_ctx: 256,
-        ubatch: 8,
-        kv_dtype: DType::F16,
-        all_logits: false,
-    };
-    let load = Box::new(move || -> anyhow::Result<Session> {
-        let f = GgufFile::from_bytes(bytes)?;
-        Ok(Session::with_sequences(&CpuBackend, &f, cfg, 1)?)
-    });
-    let server = ServerConfig {
-        queue: 4,
-        ubatch: 8,
-        ..ServerConfig::new("tiny", 256)
-    };
-    App::start(load, tokenizer, server).unwrap()
-}
-
 fn long(stream: bool) -> Value {
     json!({"prompt": "the sea", "max_tokens": 200, "temperature": 0, "stream": stream})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_ends_the_requests_in_flight_with_503() {
-    let mut s = common::serve(tiny_app(), common::serial().await).await;
+    let mut s = common::serve(common::tiny_app(1, 256), common::serial().await).await;
     let mut streamed = s.stream("/v1/completions", &long(true)).await;
     let first: Value = serde_json::from_str(&streamed.next().await.unwrap()).unwrap();
     assert!(first["choices"][0]["text"].is_string(), "{first}");

@@ -1,13 +1,20 @@
 //! A real `wgllm-server` on loopback (with SmolLM2 on the WebGPU backend, lavapipe in CI, or any
 //! app a test builds), and a real HTTP client (reqwest) with a small SSE reader.
 
+// Each test binary uses its part of this module.
+#![allow(dead_code)]
+
 use std::sync::Arc;
+
+use bytes::Bytes;
 
 use serde_json::{json, Value};
 use tokio::sync::{oneshot, Mutex, MutexGuard};
 use wgllm_core::DType;
-use wgllm_gguf::GgufFile;
+use wgllm_cpu::CpuBackend;
+use wgllm_gguf::{GgufFile, GgufWriter, Value as GgufValue};
 use wgllm_models::config::model_cache_dir;
+use wgllm_models::synth::{llama_gguf, LlamaShape};
 use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::{Session, SessionConfig};
 use wgllm_server::{App, ServerConfig};
@@ -62,6 +69,49 @@ pub async fn start(parallel: usize, queue: usize, n_ctx: usize, max_body: usize)
     };
     let app: Arc<App> = App::start(load, tokenizer, server).unwrap();
     serve(app, serial).await
+}
+
+/// A server of `parallel` slots of `n_ctx` tokens over the tiny synthetic llama on the CPU backend,
+/// with room for 4 waiting requests.
+pub fn tiny_app(parallel: usize, n_ctx: usize) -> Arc<App> {
+    let bytes = with_chat_template(llama_gguf(&LlamaShape::TINY, DType::Q8_0, 11).unwrap());
+    let tokenizer = Tokenizer::from_gguf(&GgufFile::from_bytes(bytes.clone()).unwrap()).unwrap();
+    let cfg = SessionConfig {
+        n_ctx,
+        ubatch: 8,
+        kv_dtype: DType::F16,
+        all_logits: false,
+    };
+    let load = Box::new(move || -> anyhow::Result<Session> {
+        let f = GgufFile::from_bytes(bytes)?;
+        Ok(Session::with_sequences(&CpuBackend, &f, cfg, parallel)?)
+    });
+    let server = ServerConfig {
+        queue: 4,
+        ubatch: 8,
+        ..ServerConfig::new("tiny", n_ctx)
+    };
+    App::start(load, tokenizer, server).unwrap()
+}
+
+/// A ChatML template that knows nothing of tools (as SmolLM2's).
+const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n\
+    {% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+/// The GGUF `file` with [`CHATML`] as its chat template.
+fn with_chat_template(file: Vec<u8>) -> Bytes {
+    let f = GgufFile::from_bytes(Bytes::from(file)).unwrap();
+    let mut w = GgufWriter::new();
+    for (k, v) in f.metadata() {
+        w.add_metadata(k.clone(), v.clone()).unwrap();
+    }
+    w.add_metadata("tokenizer.chat_template", GgufValue::String(CHATML.into()))
+        .unwrap();
+    for t in f.tensors() {
+        let data = f.tensor_bytes(t).unwrap();
+        w.add_tensor(t.name(), t.dtype(), t.shape(), data).unwrap();
+    }
+    Bytes::from(w.to_vec())
 }
 
 /// Serves `app` on a free loopback port; `serial` holds the machine for it.
