@@ -318,7 +318,39 @@ fn stream(
         /// Calls streamed so far.
         calls: usize,
     }
-    let data = |v: Value| SseEvent::default().data(v.to_string());
+    fn data(v: Value) -> SseEvent {
+        SseEvent::default().data(v.to_string())
+    }
+    impl St {
+        /// Queues the chunks of `split`: its text (with `lp`, when there is either) and its
+        /// calls, numbered after those already streamed.
+        fn push(&mut self, split: Split, lp: Value) {
+            if !split.text.is_empty() || !lp.is_null() {
+                let c = self.reply.chunk(Some(&split.text), lp, None, None);
+                self.out.push_back(data(c));
+            }
+            if !split.calls.is_empty() {
+                let c = self.reply.calls_chunk(self.calls, &split.calls);
+                self.out.push_back(data(c));
+                self.calls += split.calls.len();
+            }
+        }
+
+        /// Ends the stream with `e` as an error chunk, then `[DONE]`.
+        fn fail(&mut self, e: ApiError) {
+            self.out.push_back(data(e.body()));
+            self.out.push_back(SseEvent::default().data("[DONE]"));
+            self.done = true;
+        }
+
+        /// The log-probabilities field of a chunk carrying no new token.
+        fn no_logprobs(&self) -> Value {
+            match self.reply.req.params.logprobs.is_some() {
+                true => self.reply.logprobs(&[], self.offset),
+                false => Value::Null,
+            }
+        }
+    }
     let mut out = VecDeque::new();
     if reply.chat() {
         out.push_back(data(reply.chunk(None, Value::Null, None, None)));
@@ -345,10 +377,9 @@ fn stream(
             if st.done {
                 return None;
             }
-            let r = &st.reply;
             match st.rx.recv().await {
                 Some(Event::Text { text, logprobs }) => {
-                    let lp = r.logprobs(&logprobs, st.offset);
+                    let lp = st.reply.logprobs(&logprobs, st.offset);
                     st.offset += text.len();
                     let split = match st.splitter.as_mut() {
                         Some(sp) => sp.push(&text),
@@ -357,42 +388,22 @@ fn stream(
                             calls: vec![],
                         },
                     };
-                    if !split.text.is_empty() || !lp.is_null() {
-                        st.out
-                            .push_back(data(r.chunk(Some(&split.text), lp, None, None)));
-                    }
-                    if !split.calls.is_empty() {
-                        st.out
-                            .push_back(data(r.calls_chunk(st.calls, &split.calls)));
-                        st.calls += split.calls.len();
-                    }
+                    st.push(split, lp);
                 }
                 Some(Event::Done { mut finish, usage }) => {
-                    if let Some(sp) = st.splitter.as_mut() {
-                        let split = sp.finish();
-                        if !split.text.is_empty() {
-                            let lp = if r.req.params.logprobs.is_some() {
-                                r.logprobs(&[], st.offset)
-                            } else {
-                                Value::Null
-                            };
-                            st.out
-                                .push_back(data(r.chunk(Some(&split.text), lp, None, None)));
-                        }
-                        if !split.calls.is_empty() {
-                            st.out
-                                .push_back(data(r.calls_chunk(st.calls, &split.calls)));
-                            st.calls += split.calls.len();
-                        }
+                    if let Some(split) = st.splitter.as_mut().map(StreamSplitter::finish) {
+                        // Held-back text carries no token of its own.
+                        let lp = match split.text.is_empty() {
+                            true => Value::Null,
+                            false => st.no_logprobs(),
+                        };
+                        st.push(split, lp);
                         if st.calls > 0 {
                             finish = Finish::ToolCalls;
                         }
                     }
-                    let lp = if r.req.params.logprobs.is_some() {
-                        r.logprobs(&[], st.offset)
-                    } else {
-                        Value::Null
-                    };
+                    let lp = st.no_logprobs();
+                    let r = &st.reply;
                     let text = (!r.chat()).then_some("");
                     // With `include_usage`, usage comes alone in one more chunk (as OpenAI sends
                     // it); without, in the last chunk.
@@ -406,17 +417,8 @@ fn stream(
                     st.out.push_back(SseEvent::default().data("[DONE]"));
                     st.done = true;
                 }
-                Some(Event::Failed(e)) => {
-                    st.out.push_back(data(e.body()));
-                    st.out.push_back(SseEvent::default().data("[DONE]"));
-                    st.done = true;
-                }
-                None => {
-                    let e = ApiError::internal("the scheduler dropped the request");
-                    st.out.push_back(data(e.body()));
-                    st.out.push_back(SseEvent::default().data("[DONE]"));
-                    st.done = true;
-                }
+                Some(Event::Failed(e)) => st.fail(e),
+                None => st.fail(ApiError::internal("the scheduler dropped the request")),
             }
         }
     });

@@ -13,8 +13,12 @@
 //! `wgllm serve`) with requests in flight: the streamed request in the one slot and the requests
 //! waiting behind it end at once with the 503 `server_shutting_down` (an error chunk, then
 //! `[DONE]`, when streamed), `serve` returns, and the port takes no new connection.
+//!
+//! Structured output and tool calling over the tiny llama: `structured`.
 
 mod common;
+#[path = "serve/structured.rs"]
+mod structured;
 
 use common::{chat, start, MODEL_ID};
 use serde_json::{json, Value};

@@ -1,9 +1,6 @@
 //! A real `wgllm-server` on loopback (with SmolLM2 on the WebGPU backend, lavapipe in CI, or any
 //! app a test builds), and a real HTTP client (reqwest) with a small SSE reader.
 
-// Each test binary uses its part of this module.
-#![allow(dead_code)]
-
 use std::sync::Arc;
 
 use bytes::Bytes;

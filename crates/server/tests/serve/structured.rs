@@ -6,9 +6,9 @@
 //! second turn carrying the tool's answer; constrained and free requests sharing the slots; and
 //! each malformed field refused with a 400 naming it.
 
-mod common;
-
 use serde_json::{json, Value};
+
+use crate::common;
 
 const SCHEMA: &str = r#"{
     "type": "object",
