@@ -71,6 +71,25 @@ impl GgufWriter {
         }
     }
 
+    /// A writer holding `file`'s metadata with the pairs of `set` added (or replacing those of
+    /// the same key), and its tensors (sharing the file's bytes): a model with its metadata
+    /// edited.
+    pub fn with_metadata(
+        file: &crate::GgufFile,
+        set: impl IntoIterator<Item = (String, Value)>,
+    ) -> Result<GgufWriter> {
+        let mut metadata = file.metadata().clone();
+        metadata.extend(set);
+        let mut w = GgufWriter::new();
+        for (k, v) in metadata {
+            w.add_metadata(k, v)?;
+        }
+        for t in file.tensors() {
+            w.add_tensor(t.name(), t.dtype(), t.shape(), file.tensor_bytes(t)?)?;
+        }
+        Ok(w)
+    }
+
     /// Adds a metadata pair. `general.alignment` must be a u32 power of two and sets the alignment
     /// the tensors are written with.
     pub fn add_metadata(&mut self, key: impl Into<String>, value: Value) -> Result<&mut Self> {

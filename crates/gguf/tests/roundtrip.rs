@@ -142,6 +142,27 @@ fn round_trip_in_memory_default_alignment() {
 }
 
 #[test]
+fn with_metadata_adds_and_replaces_keys_and_keeps_the_tensors() {
+    let file = GgufFile::from_bytes(build(Some(64)).to_vec().into()).unwrap();
+    let set = [
+        ("t.u8".to_string(), Value::U8(7)),
+        ("t.new".to_string(), Value::String("x".into())),
+    ];
+    let edited = GgufWriter::with_metadata(&file, set).unwrap().to_vec();
+    let edited = GgufFile::from_bytes(edited.into()).unwrap();
+    assert_eq!(edited.get("t.u8"), Some(&Value::U8(7)));
+    assert_eq!(edited.get("t.new"), Some(&Value::String("x".into())));
+    assert_eq!(edited.metadata().len(), file.metadata().len() + 1);
+    assert_eq!(edited.alignment(), 64);
+    assert_eq!(edited.tensors().len(), file.tensors().len());
+    for t in file.tensors() {
+        let e = edited.tensor(t.name()).unwrap();
+        assert_eq!((e.dtype(), e.shape()), (t.dtype(), t.shape()));
+        assert_eq!(edited.tensor_data(e).unwrap(), file.tensor_data(t).unwrap());
+    }
+}
+
+#[test]
 fn round_trip_with_custom_alignments() {
     for a in [1u32, 8, 64, 4096] {
         let file = GgufFile::from_bytes(build(Some(a)).to_vec().into()).unwrap();

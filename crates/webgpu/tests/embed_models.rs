@@ -64,16 +64,8 @@ fn synthetic_bert_matches_the_cpu_backend() {
 /// embedding model of it.
 fn with_last_pooling(bytes: Vec<u8>, arch: &str) -> GgufFile {
     let f = GgufFile::from_bytes(bytes.into()).unwrap();
-    let mut w = GgufWriter::new();
-    for (k, v) in f.metadata() {
-        w.add_metadata(k.clone(), v.clone()).unwrap();
-    }
-    w.add_metadata(format!("{arch}.pooling_type"), Value::U32(3))
-        .unwrap();
-    for t in f.tensors() {
-        let data = f.tensor_data(t).unwrap().to_vec();
-        w.add_tensor(t.name(), t.dtype(), t.shape(), data).unwrap();
-    }
+    let pooling = (format!("{arch}.pooling_type"), Value::U32(3));
+    let w = GgufWriter::with_metadata(&f, [pooling]).unwrap();
     GgufFile::from_bytes(w.to_vec().into()).unwrap()
 }
 

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use tokio::sync::{oneshot, Mutex, MutexGuard};
 use wgllm_core::DType;
 use wgllm_cpu::CpuBackend;
-use wgllm_gguf::{GgufFile, GgufWriter, Value as GgufValue};
+use wgllm_gguf::{GgufFile, GgufWriter};
 use wgllm_models::config::model_cache_dir;
 use wgllm_models::synth::{llama_gguf, LlamaShape};
 use wgllm_models::tokenizer::Tokenizer;
@@ -98,17 +98,11 @@ const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.cont
 /// The GGUF `file` with [`CHATML`] as its chat template.
 fn with_chat_template(file: Vec<u8>) -> Bytes {
     let f = GgufFile::from_bytes(Bytes::from(file)).unwrap();
-    let mut w = GgufWriter::new();
-    for (k, v) in f.metadata() {
-        w.add_metadata(k.clone(), v.clone()).unwrap();
-    }
-    w.add_metadata("tokenizer.chat_template", GgufValue::String(CHATML.into()))
-        .unwrap();
-    for t in f.tensors() {
-        let data = f.tensor_bytes(t).unwrap();
-        w.add_tensor(t.name(), t.dtype(), t.shape(), data).unwrap();
-    }
-    Bytes::from(w.to_vec())
+    let template = (
+        "tokenizer.chat_template".into(),
+        wgllm_gguf::Value::String(CHATML.into()),
+    );
+    Bytes::from(GgufWriter::with_metadata(&f, [template]).unwrap().to_vec())
 }
 
 /// Serves `app` on a free loopback port; `serial` holds the machine for it.
