@@ -67,7 +67,7 @@ struct Counters {
 
 /// The state the handlers share.
 pub struct EmbedApp {
-    cfg: EmbedServerConfig,
+    pub(crate) cfg: EmbedServerConfig,
     jobs: Mutex<Option<SyncSender<Job>>>,
     tokenizer: wgllm_models::tokenizer::Tokenizer,
     arch: EmbeddingArch,

@@ -102,15 +102,81 @@ impl ApiError {
 
     /// A body that could not be read: 413 past `limit` bytes, else the rejection's status.
     pub fn unread_body(r: &axum::extract::rejection::BytesRejection, limit: usize) -> ApiError {
-        ApiError {
-            status: r.status(),
-            message: if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                format!("The body is larger than the limit of {limit} bytes")
-            } else {
-                format!("The body could not be read: {}", r.body_text())
+        match r.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(limit),
+            status => ApiError {
+                status,
+                ..ApiError::bad_request(format!("The body could not be read: {}", r.body_text()))
             },
-            ..ApiError::bad_request("")
         }
+    }
+
+    /// 413 for a body past `limit` bytes.
+    pub fn too_large(limit: usize) -> ApiError {
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            ..ApiError::bad_request(format!(
+                "The body is larger than the limit of {limit} bytes"
+            ))
+        }
+    }
+
+    /// 401 for a request without the server's API key.
+    pub fn unauthorized() -> ApiError {
+        ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            ..ApiError::bad_request(
+                "Missing or incorrect API key: send the server's key as 'Authorization: Bearer KEY'",
+            )
+        }
+        .with_code("invalid_api_key")
+    }
+
+    /// 403 for a request from a host or page this server does not answer.
+    pub fn forbidden(code: &'static str, message: String) -> ApiError {
+        ApiError {
+            status: StatusCode::FORBIDDEN,
+            ..ApiError::bad_request(message)
+        }
+        .with_code(code)
+    }
+
+    /// 415 for a body of type `given` where the route takes `want`.
+    pub fn unsupported_media(given: &str, want: &str) -> ApiError {
+        let given = match given {
+            "" => "no Content-Type".to_string(),
+            g => format!("Content-Type '{g}'"),
+        };
+        ApiError {
+            status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            ..ApiError::bad_request(format!(
+                "The body must be {want}, but the request gives {given} (curl: -H 'Content-Type: {want}')"
+            ))
+        }
+        .with_code("unsupported_media_type")
+    }
+
+    /// 408 for a body not received within `secs` seconds.
+    pub fn body_timed_out(secs: f64) -> ApiError {
+        ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            ..ApiError::bad_request(format!(
+                "The body did not arrive within {secs} s (--body-timeout)"
+            ))
+        }
+        .with_code("timeout")
+    }
+
+    /// 504 for a request not answered within `secs` seconds.
+    pub fn timed_out(secs: f64) -> ApiError {
+        ApiError {
+            status: StatusCode::GATEWAY_TIMEOUT,
+            kind: "server_error",
+            ..ApiError::bad_request(format!(
+                "The request ran past the server's limit of {secs} s (--request-timeout)"
+            ))
+        }
+        .with_code("timeout")
     }
 
     /// The JSON body.
@@ -132,6 +198,10 @@ impl IntoResponse for ApiError {
         if let Some(s) = self.retry_after {
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
         r
     }

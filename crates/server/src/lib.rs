@@ -16,6 +16,8 @@
 pub mod api;
 pub mod embed;
 pub mod error;
+pub mod guard;
+mod listen;
 pub mod metrics;
 mod routes;
 pub mod scheduler;
@@ -55,6 +57,9 @@ pub struct ServerConfig {
     /// reuses the most of them, net of those it throws away, and prefills only the rest
     /// (llama-server's `cache_prompt`; the scheduler's notes give the rule).
     pub prompt_cache: bool,
+    /// A step running longer than this means the device hung: every request fails (500) and
+    /// `/health` answers 503.
+    pub step_timeout: std::time::Duration,
 }
 
 impl ServerConfig {
@@ -68,6 +73,7 @@ impl ServerConfig {
             max_body_bytes: 1 << 20,
             queue_ahead: true,
             prompt_cache: true,
+            step_timeout: std::time::Duration::from_secs(120),
         }
     }
 }
@@ -102,6 +108,7 @@ impl App {
             ubatch: cfg.ubatch,
             queue_ahead: cfg.queue_ahead,
             prompt_cache: cfg.prompt_cache,
+            step_timeout: cfg.step_timeout,
         };
         let engine = Engine::start(load, tokenizer.clone(), opts, metrics.clone())?;
         let started = std::time::SystemTime::now()
@@ -119,10 +126,50 @@ impl App {
     }
 }
 
+/// How the HTTP side of every server holds up against its clients (see `guard` and `listen`).
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// With a key, requests need `Authorization: Bearer KEY` (401 otherwise).
+    pub api_key: Option<String>,
+    /// `/health` and `/metrics` need the key too (by default they answer without it, for load
+    /// balancers and Prometheus).
+    pub api_key_health: bool,
+    /// Origins whose pages may call the server (`*`: any); others are refused with 403.
+    pub cors: Vec<String>,
+    /// Names besides the loopback's that the `Host` header of a loopback server may give.
+    pub allowed_hosts: Vec<String>,
+    /// A request's headers must arrive within this time of the connection's opening or of its
+    /// previous response (so idle keep-alive connections close after it too).
+    pub header_timeout: std::time::Duration,
+    /// A request's body must arrive within this time of its headers (408 otherwise).
+    pub body_timeout: std::time::Duration,
+    /// A request's answer, or its stream, must end within this time (504 or an error chunk).
+    pub request_timeout: std::time::Duration,
+    /// Connections open at once; more are answered 503 and closed.
+    pub max_connections: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> HttpConfig {
+        HttpConfig {
+            api_key: None,
+            api_key_health: false,
+            cors: Vec::new(),
+            allowed_hosts: Vec::new(),
+            header_timeout: std::time::Duration::from_secs(10),
+            body_timeout: std::time::Duration::from_secs(60),
+            request_timeout: std::time::Duration::from_secs(600),
+            max_connections: 512,
+        }
+    }
+}
+
 /// What [`serve`] runs: the routes of one loaded model, and how its work ends at shutdown.
 pub trait Service: Send + Sync + 'static {
     /// Every route, over the shared state.
     fn router(self: Arc<Self>) -> axum::Router;
+    /// Largest request body the routes take, in bytes.
+    fn max_body_bytes(&self) -> usize;
     /// Stops taking work (what is queued still ends, as the kind's docs say).
     fn close(&self);
 }
@@ -130,6 +177,10 @@ pub trait Service: Send + Sync + 'static {
 impl Service for App {
     fn router(self: Arc<Self>) -> axum::Router {
         routes::router(self)
+    }
+
+    fn max_body_bytes(&self) -> usize {
+        self.cfg.max_body_bytes
     }
 
     fn close(&self) {
@@ -142,6 +193,10 @@ impl Service for speech::SpeechApp {
         speech::router(self)
     }
 
+    fn max_body_bytes(&self) -> usize {
+        self.cfg.max_body_bytes
+    }
+
     fn close(&self) {
         speech::SpeechApp::close(self);
     }
@@ -152,17 +207,23 @@ impl Service for embed::EmbedApp {
         embed::router(self)
     }
 
+    fn max_body_bytes(&self) -> usize {
+        self.cfg.max_body_bytes
+    }
+
     fn close(&self) {
         embed::EmbedApp::close(self);
     }
 }
 
-/// Serves `app` on `listener` until `shutdown` completes. Then no connection is accepted, and
-/// every request in flight or waiting ends at the next step with a 503 (an error chunk when
-/// streamed) instead of generating to the end; this returns once their answers are sent.
+/// Serves `app` on `listener` under `http` until `shutdown` completes. Then no connection is
+/// accepted, and every request in flight or waiting ends at the next step with a 503 (an error
+/// chunk when streamed) instead of generating to the end; this returns once their answers are
+/// sent.
 pub async fn serve<S: Service>(
     listener: tokio::net::TcpListener,
     app: Arc<S>,
+    http: HttpConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let closing = app.clone();
@@ -170,9 +231,13 @@ pub async fn serve<S: Service>(
         shutdown.await;
         closing.close();
     };
-    axum::serve(listener, app.router())
-        .with_graceful_shutdown(shutdown)
-        .await
+    let guard = guard::Guard {
+        max_body: app.max_body_bytes(),
+        loopback: listener.local_addr()?.ip().is_loopback(),
+        cfg: http.clone(),
+    };
+    let router = guard::wrap(app.router(), guard);
+    listen::run(listener, router, &http, shutdown).await
 }
 
 /// Completes at the first Ctrl-C, saying on stderr that the server is shutting down; a second
@@ -193,6 +258,7 @@ pub async fn ctrl_c() {
 pub fn serve_blocking<S: Service>(
     addr: &str,
     app: Arc<S>,
+    http: HttpConfig,
     on_listen: impl FnOnce(std::net::SocketAddr),
 ) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -203,7 +269,7 @@ pub fn serve_blocking<S: Service>(
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))?;
         on_listen(listener.local_addr()?);
-        serve(listener, app, ctrl_c()).await?;
+        serve(listener, app, http, ctrl_c()).await?;
         Ok(())
     })
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Extension, State};
 use axum::http::header;
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
@@ -21,6 +21,7 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 
 use crate::api::{self, Endpoint, ModelInfo, Request};
 use crate::error::ApiError;
+use crate::guard::Deadline;
 use crate::metrics::Metrics;
 use crate::scheduler::{Event, Finish, Job, TokenLogprob, Usage};
 use crate::App;
@@ -43,12 +44,20 @@ pub fn router(app: Arc<App>) -> Router {
         .with_state(app)
 }
 
-async fn chat(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Response {
-    generate(app, Endpoint::Chat, body).await
+async fn chat(
+    State(app): State<Arc<App>>,
+    deadline: Option<Extension<Deadline>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    generate(app, Endpoint::Chat, deadline, body).await
 }
 
-async fn completions(State(app): State<Arc<App>>, body: Result<Bytes, BytesRejection>) -> Response {
-    generate(app, Endpoint::Completion, body).await
+async fn completions(
+    State(app): State<Arc<App>>,
+    deadline: Option<Extension<Deadline>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    generate(app, Endpoint::Completion, deadline, body).await
 }
 
 async fn no_embeddings(State(app): State<Arc<App>>) -> ApiError {
@@ -103,6 +112,7 @@ async fn metrics(State(app): State<Arc<App>>) -> Response {
 async fn generate(
     app: Arc<App>,
     endpoint: Endpoint,
+    deadline: Option<Extension<Deadline>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let n = app.counter.fetch_add(1, Ordering::Relaxed);
@@ -148,6 +158,11 @@ async fn generate(
     if let Err(e) = app.engine.submit(job) {
         return e.into_response();
     }
+    let events = Events {
+        rx,
+        failed: Box::pin(app.engine.failed()),
+        deadline: deadline.map(|Extension(d)| d),
+    };
     let reply = Reply {
         id: match endpoint {
             Endpoint::Chat => format!("chatcmpl-{n:x}"),
@@ -160,9 +175,38 @@ async fn generate(
         req,
     };
     if reply.req.params.stream {
-        stream(reply, rx).into_response()
+        stream(reply, events).into_response()
     } else {
-        collect(reply, rx).await
+        collect(reply, events).await
+    }
+}
+
+/// A request's events, ended early by the scheduler's failure or the request's deadline.
+struct Events {
+    rx: UnboundedReceiver<Event>,
+    failed: std::pin::Pin<Box<dyn std::future::Future<Output = String> + Send>>,
+    deadline: Option<Deadline>,
+}
+
+impl Events {
+    /// The next event; after a `Failed` one there is nothing more to wait for.
+    async fn next(&mut self) -> Event {
+        let due = async {
+            match self.deadline {
+                Some(d) => tokio::time::sleep_until(d.at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            ev = self.rx.recv() => ev.unwrap_or_else(|| {
+                Event::Failed(ApiError::internal("the scheduler dropped the request"))
+            }),
+            why = &mut self.failed => Event::Failed(ApiError::internal(why)),
+            () = due => Event::Failed(ApiError::timed_out(
+                self.deadline.map_or(0.0, |d| d.limit.as_secs_f64()),
+            )),
+        }
     }
 }
 
@@ -262,16 +306,16 @@ impl Reply {
 }
 
 /// Waits for the whole answer and sends it as one object.
-async fn collect(reply: Reply, mut rx: UnboundedReceiver<Event>) -> Response {
+async fn collect(reply: Reply, mut events: Events) -> Response {
     let mut text = String::new();
     let mut lps = Vec::new();
     loop {
-        match rx.recv().await {
-            Some(Event::Text { text: t, logprobs }) => {
+        match events.next().await {
+            Event::Text { text: t, logprobs } => {
                 text.push_str(&t);
                 lps.extend(logprobs);
             }
-            Some(Event::Done { finish, usage }) => {
+            Event::Done { finish, usage } => {
                 let lp = reply.logprobs(&lps, 0);
                 let mut reason = finish.as_str();
                 let (kind, choice) = if reply.chat() {
@@ -296,8 +340,7 @@ async fn collect(reply: Reply, mut rx: UnboundedReceiver<Event>) -> Response {
                 };
                 return Json(reply.object(kind, json!([choice]), Some(usage))).into_response();
             }
-            Some(Event::Failed(e)) => return e.into_response(),
-            None => return ApiError::internal("the scheduler dropped the request").into_response(),
+            Event::Failed(e) => return e.into_response(),
         }
     }
 }
@@ -305,11 +348,11 @@ async fn collect(reply: Reply, mut rx: UnboundedReceiver<Event>) -> Response {
 /// The answer as server-sent events.
 fn stream(
     reply: Reply,
-    rx: UnboundedReceiver<Event>,
+    events: Events,
 ) -> Sse<impl futures_util::Stream<Item = Result<SseEvent, Infallible>>> {
     struct St {
         reply: Reply,
-        rx: UnboundedReceiver<Event>,
+        events: Events,
         out: VecDeque<SseEvent>,
         done: bool,
         offset: usize,
@@ -362,7 +405,7 @@ fn stream(
         .map(|t| StreamSplitter::new(t.format));
     let st = St {
         reply,
-        rx,
+        events,
         out,
         done: false,
         offset: 0,
@@ -377,8 +420,8 @@ fn stream(
             if st.done {
                 return None;
             }
-            match st.rx.recv().await {
-                Some(Event::Text { text, logprobs }) => {
+            match st.events.next().await {
+                Event::Text { text, logprobs } => {
                     let lp = st.reply.logprobs(&logprobs, st.offset);
                     st.offset += text.len();
                     let split = match st.splitter.as_mut() {
@@ -390,7 +433,7 @@ fn stream(
                     };
                     st.push(split, lp);
                 }
-                Some(Event::Done { mut finish, usage }) => {
+                Event::Done { mut finish, usage } => {
                     if let Some(split) = st.splitter.as_mut().map(StreamSplitter::finish) {
                         // Held-back text carries no token of its own.
                         let lp = match split.text.is_empty() {
@@ -417,8 +460,7 @@ fn stream(
                     st.out.push_back(SseEvent::default().data("[DONE]"));
                     st.done = true;
                 }
-                Some(Event::Failed(e)) => st.fail(e),
-                None => st.fail(ApiError::internal("the scheduler dropped the request")),
+                Event::Failed(e) => st.fail(e),
             }
         }
     });

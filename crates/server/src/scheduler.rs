@@ -123,8 +123,10 @@ struct QueueState {
     /// Slots holding no request.
     free_slots: usize,
     closed: bool,
-    /// Why the scheduler stopped, when it panicked.
+    /// Why the scheduler stopped, when it panicked, its device was lost or a step hung.
     failed: Option<String>,
+    /// When the step on the device began, while one runs (the watchdog's clock).
+    busy_since: Option<Instant>,
 }
 
 struct Queue {
@@ -132,12 +134,34 @@ struct Queue {
     ready: Condvar,
     /// Requests that may wait while no slot is free.
     capacity: usize,
+    /// Says why once the scheduler has failed: the handlers waiting on it answer at once,
+    /// even when its thread is stuck in a step and cannot tell them.
+    stopped: tokio::sync::watch::Sender<Option<String>>,
 }
 
 impl Queue {
     fn lock(&self) -> std::sync::MutexGuard<'_, QueueState> {
         // A panic elsewhere cannot leave the queue inconsistent (every change is one statement).
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks the scheduler failed for `why` (the first reason stays) and wakes every waiter.
+    fn fail(&self, why: String) {
+        let mut s = self.lock();
+        if s.failed.is_none() {
+            s.failed = Some(why.clone());
+            self.stopped.send_replace(Some(why));
+        }
+        drop(s);
+        self.ready.notify_all();
+    }
+
+    /// Drops waiting jobs whose client has gone: they hold no place in the queue.
+    fn prune(s: &mut QueueState, metrics: &Metrics) {
+        let before = s.jobs.len();
+        s.jobs.retain(|j| !j.events.is_closed());
+        let gone = before - s.jobs.len();
+        metrics.cancelled.fetch_add(gone as u64, Ordering::Relaxed);
     }
 }
 
@@ -161,6 +185,9 @@ pub struct EngineOptions {
     /// Freed slots keep their tokens for a later prompt sharing a prefix (see the module's
     /// notes).
     pub prompt_cache: bool,
+    /// A step running longer than this means a hung device: every request fails and `/health`
+    /// turns 503.
+    pub step_timeout: std::time::Duration,
 }
 
 impl Engine {
@@ -180,9 +207,11 @@ impl Engine {
                 free_slots: 0,
                 closed: false,
                 failed: None,
+                busy_since: None,
             }),
             ready: Condvar::new(),
             capacity: queue,
+            stopped: tokio::sync::watch::channel(None).0,
         });
         let (q2, m2) = (q.clone(), metrics.clone());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -206,10 +235,14 @@ impl Engine {
                 let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sched.run()));
                 if let Err(p) = run {
                     let why = format!("the scheduler stopped: {}", panic_message(&*p));
-                    sched.queue.lock().failed = Some(why.clone());
+                    sched.queue.fail(why.clone());
                     sched.end_all(|| ApiError::internal(why.clone()));
                 }
             })?;
+        let watched = Arc::downgrade(&q);
+        std::thread::Builder::new()
+            .name("wgllm-watchdog".into())
+            .spawn(move || watchdog(watched, opts.step_timeout))?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(Engine {
                 queue: q,
@@ -239,9 +272,28 @@ impl Engine {
         }
     }
 
+    /// Completes with the reason once the scheduler has failed (a panic, a lost device, a hung
+    /// step); pending while it runs.
+    pub fn failed(&self) -> impl std::future::Future<Output = String> + Send + 'static {
+        let mut rx = self.queue.stopped.subscribe();
+        async move {
+            let why = rx
+                .wait_for(Option::is_some)
+                .await
+                .ok()
+                .and_then(|why| why.clone());
+            match why {
+                Some(why) => why,
+                // The engine is gone: it cannot fail any more.
+                None => std::future::pending().await,
+            }
+        }
+    }
+
     /// Queues `job`, or refuses with 503 when every slot is busy and the queue is full.
     pub fn submit(&self, job: Job) -> Result<(), ApiError> {
         let mut s = self.queue.lock();
+        Queue::prune(&mut s, &self.metrics);
         if s.closed {
             return Err(ApiError::shutting_down());
         }
@@ -282,8 +334,35 @@ impl Engine {
 impl Drop for Engine {
     fn drop(&mut self) {
         self.close();
-        if let Some(t) = self.thread.take() {
+        // A failed scheduler's thread may be stuck in a hung step: it is left behind.
+        let failed = self.queue.lock().failed.is_some();
+        if let (Some(t), false) = (self.thread.take(), failed) {
             let _ = t.join();
+        }
+    }
+}
+
+/// Fails the scheduler of `queue` when a step has run past `limit`; ends with the engine.
+fn watchdog(queue: std::sync::Weak<Queue>, limit: std::time::Duration) {
+    let tick = (limit / 4).clamp(
+        std::time::Duration::from_millis(10),
+        std::time::Duration::from_secs(1),
+    );
+    loop {
+        std::thread::sleep(tick);
+        let Some(q) = queue.upgrade() else { return };
+        let s = q.lock();
+        if s.closed || s.failed.is_some() {
+            return;
+        }
+        let hung = s.busy_since.is_some_and(|t| t.elapsed() > limit);
+        drop(s);
+        if hung {
+            q.fail(format!(
+                "a step on the device has run for more than {:.0} s: the device is hung or lost (--step-timeout)",
+                limit.as_secs_f64()
+            ));
+            return;
         }
     }
 }
@@ -362,8 +441,19 @@ impl<'t> Scheduler<'t> {
         loop {
             // Closed (the server is shutting down): generating on to `max_tokens` would hold
             // the shutdown up for as long.
-            if self.queue.lock().closed {
+            let (closed, failed) = {
+                let q = self.queue.lock();
+                (q.closed, q.failed.clone())
+            };
+            if closed {
                 self.end_all(ApiError::shutting_down);
+                self.drop_ahead();
+                return;
+            }
+            // Failed while a step ran too long (the watchdog): whatever it was is not to be
+            // trusted, and the requests have been answered.
+            if let Some(why) = failed {
+                self.end_all(|| ApiError::internal(why.clone()));
                 self.drop_ahead();
                 return;
             }
@@ -371,14 +461,16 @@ impl<'t> Scheduler<'t> {
             if !self.admit() {
                 return;
             }
+            self.queue.lock().busy_since = Some(Instant::now());
             if let Some(i) = self.lone_decoder() {
                 self.step_ahead(i);
-                continue;
+            } else {
+                self.settle_ahead();
+                if self.slots.iter().any(Option::is_some) {
+                    self.step();
+                }
             }
-            self.settle_ahead();
-            if self.slots.iter().any(Option::is_some) {
-                self.step();
-            }
+            self.queue.lock().busy_since = None;
         }
     }
 
@@ -549,11 +641,13 @@ impl<'t> Scheduler<'t> {
     fn admit(&mut self) -> bool {
         let idle = self.slots.iter().all(Option::is_none);
         let mut q = self.queue.lock();
+        Queue::prune(&mut q, &self.metrics);
         while idle && q.jobs.is_empty() {
             if q.closed {
                 return false;
             }
             q = self.queue.ready.wait(q).unwrap_or_else(|p| p.into_inner());
+            Queue::prune(&mut q, &self.metrics);
         }
         while let Some(job) = q.jobs.front() {
             // The free slot where the prompt reuses more tokens than it throws away, the most

@@ -59,7 +59,7 @@ struct Counters {
 
 /// The state the handlers share.
 pub struct SpeechApp {
-    cfg: SpeechServerConfig,
+    pub(crate) cfg: SpeechServerConfig,
     jobs: Mutex<Option<SyncSender<Job>>>,
     multilingual: bool,
     n_languages: usize,

@@ -14,7 +14,7 @@ use wgllm_models::synth::{model_gguf, LlamaShape, SynthArch};
 use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::{EmbedConfig, Embedder, Session, SessionConfig, Truncate};
 use wgllm_server::embed::{EmbedApp, EmbedServerConfig};
-use wgllm_server::{App, ServerConfig, Service};
+use wgllm_server::{App, HttpConfig, ServerConfig, Service};
 
 fn bert() -> GgufFile {
     let shape = LlamaShape {
@@ -35,9 +35,14 @@ async fn serve<S: Service>(app: Arc<S>) -> (String, oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(wgllm_server::serve(listener, app, async {
-        let _ = rx.await;
-    }));
+    tokio::spawn(wgllm_server::serve(
+        listener,
+        app,
+        HttpConfig::default(),
+        async {
+            let _ = rx.await;
+        },
+    ));
     (base, tx)
 }
 
@@ -220,11 +225,20 @@ async fn bad_input_is_a_400_naming_the_field_and_the_server_keeps_serving() {
     );
     let r = reqwest::Client::new()
         .post(format!("{base}/v1/embeddings"))
+        .header("content-type", "application/json")
         .body("{not json")
         .send()
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 400);
+    // Not declared JSON: refused before it is parsed.
+    let r = reqwest::Client::new()
+        .post(format!("{base}/v1/embeddings"))
+        .body(r#"{"input": "a"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 415);
     // Truncated on request; still serving.
     let (status, v) = post(
         &base,

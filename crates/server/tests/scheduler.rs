@@ -79,6 +79,7 @@ fn engine_with(backend: Backend, slots: usize, queue_ahead: bool, prompt_cache: 
         ubatch: 8,
         queue_ahead,
         prompt_cache,
+        step_timeout: std::time::Duration::from_secs(120),
     };
     Engine::start(load, tok, opts, Arc::new(Metrics::default())).unwrap()
 }

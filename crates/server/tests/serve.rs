@@ -14,9 +14,12 @@
 //! waiting behind it end at once with the 503 `server_shutting_down` (an error chunk, then
 //! `[DONE]`, when streamed), `serve` returns, and the port takes no new connection.
 //!
-//! Structured output and tool calling over the tiny llama: `structured`.
+//! Structured output and tool calling over the tiny llama: `structured`; the server under abuse
+//! (API key, origins, timeouts, faulty backends, hostile templates): `hardening`.
 
 mod common;
+#[path = "serve/hardening.rs"]
+mod hardening;
 #[path = "serve/structured.rs"]
 mod structured;
 

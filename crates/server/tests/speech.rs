@@ -12,7 +12,7 @@ use wgllm_core::DType;
 use wgllm_cpu::CpuBackend;
 use wgllm_gguf::GgufFile;
 use wgllm_server::speech::{SpeechApp, SpeechServerConfig};
-use wgllm_server::Service;
+use wgllm_server::{HttpConfig, Service};
 use wgllm_speech::decode::DecodeOptions;
 use wgllm_speech::synth::{preset, whisper_gguf};
 use wgllm_speech::{audio, Transcriber, WhisperModel};
@@ -65,9 +65,14 @@ async fn serve<S: Service>(app: Arc<S>) -> (String, oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(wgllm_server::serve(listener, app, async {
-        let _ = rx.await;
-    }));
+    tokio::spawn(wgllm_server::serve(
+        listener,
+        app,
+        HttpConfig::default(),
+        async {
+            let _ = rx.await;
+        },
+    ));
     (base, tx)
 }
 
@@ -305,14 +310,22 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
         assert_eq!(p, param, "{body}");
         assert!(m.contains(msg), "{m}");
     }
-    // Not a form; larger than the body limit.
+    // Not a form (declared or not); larger than the body limit.
+    let r = reqwest::Client::new()
+        .post(format!("{base}{t}"))
+        .header("content-type", "multipart/form-data; boundary=x")
+        .body("x")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400);
     let r = reqwest::Client::new()
         .post(format!("{base}{t}"))
         .body("x")
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status().as_u16(), 400);
+    assert_eq!(r.status().as_u16(), 415);
     // The server may answer 413 and close while the client is still writing the body, which
     // the client can report as a broken pipe: a few tries, and the answer must be 413.
     let mut answer = None;
@@ -327,6 +340,7 @@ async fn bad_input_is_refused_and_the_server_keeps_serving() {
     // Text routes name the model's kind.
     let r = reqwest::Client::new()
         .post(format!("{base}/v1/chat/completions"))
+        .header("content-type", "application/json")
         .body("{}")
         .send()
         .await

@@ -1,20 +1,21 @@
 //! A real `wgllm-server` on loopback (with SmolLM2 on the WebGPU backend, lavapipe in CI, or any
 //! app a test builds), and a real HTTP client (reqwest) with a small SSE reader.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 
 use serde_json::{json, Value};
 use tokio::sync::{oneshot, Mutex, MutexGuard};
-use wgllm_core::DType;
+use wgllm_core::{Backend, DType, Executable, Graph, TensorId};
 use wgllm_cpu::CpuBackend;
 use wgllm_gguf::{GgufFile, GgufWriter};
 use wgllm_models::config::model_cache_dir;
 use wgllm_models::synth::{llama_gguf, LlamaShape};
 use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::{Session, SessionConfig};
-use wgllm_server::{App, ServerConfig};
+use wgllm_server::{App, HttpConfig, ServerConfig};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
 
 pub const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -71,7 +72,20 @@ pub async fn start(parallel: usize, queue: usize, n_ctx: usize, max_body: usize)
 /// A server of `parallel` slots of `n_ctx` tokens over the tiny synthetic llama on the CPU backend,
 /// with room for 4 waiting requests.
 pub fn tiny_app(parallel: usize, n_ctx: usize) -> Arc<App> {
-    let bytes = with_chat_template(llama_gguf(&LlamaShape::TINY, DType::Q8_0, 11).unwrap());
+    tiny_app_with(Faults::none(), CHATML, parallel, n_ctx)
+}
+
+/// [`tiny_app`] on a CPU backend that meets `faults`, with `template` as its chat template.
+pub fn tiny_app_with(
+    faults: Arc<Faults>,
+    template: &str,
+    parallel: usize,
+    n_ctx: usize,
+) -> Arc<App> {
+    let bytes = with_chat_template(
+        llama_gguf(&LlamaShape::TINY, DType::Q8_0, 11).unwrap(),
+        template,
+    );
     let tokenizer = Tokenizer::from_gguf(&GgufFile::from_bytes(bytes.clone()).unwrap()).unwrap();
     let cfg = SessionConfig {
         n_ctx,
@@ -81,36 +95,148 @@ pub fn tiny_app(parallel: usize, n_ctx: usize) -> Arc<App> {
     };
     let load = Box::new(move || -> anyhow::Result<Session> {
         let f = GgufFile::from_bytes(bytes)?;
-        Ok(Session::with_sequences(&CpuBackend, &f, cfg, parallel)?)
+        Ok(Session::with_sequences(&Faulty(faults), &f, cfg, parallel)?)
     });
     let server = ServerConfig {
         queue: 4,
         ubatch: 8,
+        step_timeout: std::time::Duration::from_secs(2),
         ..ServerConfig::new("tiny", n_ctx)
     };
     App::start(load, tokenizer, server).unwrap()
 }
 
+/// What a [`Faulty`] backend does once armed.
+#[derive(Clone, Copy, Debug)]
+pub enum Fault {
+    /// Panics in the run.
+    Panic,
+    /// Blocks the run (for at most a minute), as a hung device would.
+    Hang,
+}
+
+/// The faults a [`Faulty`] backend meets: every run sleeps `pace` first, and from the `at`-th
+/// run on, each meets `fault`.
+pub struct Faults {
+    runs: AtomicUsize,
+    at: AtomicUsize,
+    fault: std::sync::Mutex<Option<Fault>>,
+    pace_us: AtomicUsize,
+}
+
+impl Faults {
+    /// A backend that never fails.
+    pub fn none() -> Arc<Faults> {
+        Arc::new(Faults {
+            runs: AtomicUsize::new(0),
+            at: AtomicUsize::new(usize::MAX),
+            fault: std::sync::Mutex::new(None),
+            pace_us: AtomicUsize::new(0),
+        })
+    }
+
+    /// From the `k`-th run after this call on (1: the next), runs meet `fault`.
+    pub fn arm(&self, k: usize, fault: Fault) {
+        *self.fault.lock().unwrap() = Some(fault);
+        self.at
+            .store(self.runs.load(Ordering::SeqCst) + k, Ordering::SeqCst);
+    }
+
+    /// Every run from now on sleeps `d` first, as a slow device would take it.
+    pub fn pace(&self, d: std::time::Duration) {
+        self.pace_us.store(d.as_micros() as usize, Ordering::SeqCst);
+    }
+
+    /// Counts a run, and meets the fault when armed for it.
+    fn run(&self) {
+        let pace = self.pace_us.load(Ordering::SeqCst) as u64;
+        std::thread::sleep(std::time::Duration::from_micros(pace));
+        let n = self.runs.fetch_add(1, Ordering::SeqCst) + 1;
+        if n < self.at.load(Ordering::SeqCst) {
+            return;
+        }
+        let fault = *self.fault.lock().unwrap();
+        match fault {
+            Some(Fault::Panic) => panic!("injected fault in graph run {n}"),
+            Some(Fault::Hang) => std::thread::sleep(std::time::Duration::from_secs(60)),
+            None => {}
+        }
+    }
+}
+
+/// The CPU backend, with [`Faults`] injected into its runs.
+struct Faulty(Arc<Faults>);
+
+impl Backend for Faulty {
+    fn name(&self) -> String {
+        "cpu (faults injected)".into()
+    }
+
+    fn supports(&self, graph: &Graph, t: TensorId) -> wgllm_core::Result<()> {
+        CpuBackend.supports(graph, t)
+    }
+
+    fn compile(&self, graph: &Graph) -> wgllm_core::Result<Box<dyn Executable>> {
+        let inner = CpuBackend.compile(graph)?;
+        Ok(Box::new(FaultyRun(inner, self.0.clone())))
+    }
+
+    fn compile_shared(&self, graphs: &[&Graph]) -> wgllm_core::Result<Vec<Box<dyn Executable>>> {
+        let inner = CpuBackend.compile_shared(graphs)?;
+        Ok(inner
+            .into_iter()
+            .map(|e| Box::new(FaultyRun(e, self.0.clone())) as Box<dyn Executable>)
+            .collect())
+    }
+}
+
+struct FaultyRun(Box<dyn Executable>, Arc<Faults>);
+
+impl Executable for FaultyRun {
+    fn run(&mut self, inputs: &[(TensorId, &[u8])]) -> wgllm_core::Result<()> {
+        self.1.run();
+        self.0.run(inputs)
+    }
+
+    fn read(&mut self, t: TensorId) -> wgllm_core::Result<Vec<u8>> {
+        self.0.read(t)
+    }
+
+    fn write(&mut self, t: TensorId, data: &[u8]) -> wgllm_core::Result<()> {
+        self.0.write(t, data)
+    }
+}
+
 /// A ChatML template that knows nothing of tools (as SmolLM2's).
-const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n\
+pub const CHATML: &str =
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n\
     {% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
-/// The GGUF `file` with [`CHATML`] as its chat template.
-fn with_chat_template(file: Vec<u8>) -> Bytes {
+/// The GGUF `file` with `template` as its chat template.
+fn with_chat_template(file: Vec<u8>, template: &str) -> Bytes {
     let f = GgufFile::from_bytes(Bytes::from(file)).unwrap();
     let template = (
         "tokenizer.chat_template".into(),
-        wgllm_gguf::Value::String(CHATML.into()),
+        wgllm_gguf::Value::String(template.into()),
     );
     Bytes::from(GgufWriter::with_metadata(&f, [template]).unwrap().to_vec())
 }
 
 /// Serves `app` on a free loopback port; `serial` holds the machine for it.
 pub async fn serve(app: Arc<App>, serial: MutexGuard<'static, ()>) -> Server {
+    serve_with(app, HttpConfig::default(), serial).await
+}
+
+/// Serves `app` under `http` on a free loopback port; `serial` holds the machine for it.
+pub async fn serve_with(
+    app: Arc<App>,
+    http: HttpConfig,
+    serial: MutexGuard<'static, ()>,
+) -> Server {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (tx, rx) = oneshot::channel();
-    let served = tokio::spawn(wgllm_server::serve(listener, app, async {
+    let served = tokio::spawn(wgllm_server::serve(listener, app, http, async {
         let _ = rx.await;
     }));
     Server {

@@ -3,7 +3,7 @@
 //! model is served on `/v1/embeddings` instead.
 
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
@@ -14,7 +14,7 @@ use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::{Architecture, EmbedConfig, Session, SessionConfig};
 use wgllm_server::embed::{EmbedApp, EmbedServerConfig};
 use wgllm_server::speech::{SpeechApp, SpeechServerConfig};
-use wgllm_server::{App, ServerConfig};
+use wgllm_server::{App, HttpConfig, ServerConfig};
 use wgllm_speech::WhisperModel;
 
 use super::backend::BackendArgs;
@@ -69,8 +69,84 @@ pub struct Args {
     /// graph run; the requests waiting are merged into them.
     #[arg(long, default_value_t = EmbedConfig::default().batch_tokens, value_name = "N")]
     pub batch_tokens: u32,
+    /// A step on the device running longer than this means it hung: every request fails and
+    /// /health answers 503.
+    #[arg(long, default_value_t = 120.0, value_name = "SECONDS")]
+    pub step_timeout: f64,
+    #[command(flatten)]
+    pub http: HttpArgs,
     #[command(flatten)]
     pub backend: BackendArgs,
+}
+
+/// How the server holds up against its clients.
+#[derive(ClapArgs, Debug, Clone)]
+pub struct HttpArgs {
+    /// Require `Authorization: Bearer KEY` on every route (401 otherwise); /health and
+    /// /metrics answer without it unless --api-key-health.
+    #[arg(long, value_name = "KEY")]
+    pub api_key: Option<String>,
+    /// Read the API key from the first line of FILE (keeps it out of the process list).
+    #[arg(long, value_name = "FILE", conflicts_with = "api_key")]
+    pub api_key_file: Option<std::path::PathBuf>,
+    /// Require the API key on /health and /metrics too.
+    #[arg(long)]
+    pub api_key_health: bool,
+    /// Let web pages of ORIGIN (`https://app.example`, or `*` for any) call the server; requests
+    /// from other pages are refused (403). Repeatable.
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors: Vec<String>,
+    /// A name besides localhost, 127.0.0.1 and ::1 that requests to a loopback server may give
+    /// as their Host (guards against DNS rebinding). Repeatable.
+    #[arg(long, value_name = "NAME")]
+    pub allow_host: Vec<String>,
+    /// Close a connection whose request headers take longer than this, counted from its opening
+    /// or its previous response (so idle keep-alive connections close after it too).
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    pub header_timeout: f64,
+    /// Answer 408 to a request whose body takes longer than this to arrive.
+    #[arg(long, default_value_t = 60.0, value_name = "SECONDS")]
+    pub body_timeout: f64,
+    /// End a request (504, or an error chunk when streamed) that runs longer than this.
+    #[arg(long, default_value_t = 600.0, value_name = "SECONDS")]
+    pub request_timeout: f64,
+    /// Connections open at once; more are answered 503 and closed.
+    #[arg(long, default_value_t = 512, value_name = "N")]
+    pub max_connections: usize,
+}
+
+impl HttpArgs {
+    /// The server's HTTP settings.
+    pub fn config(&self) -> Result<HttpConfig> {
+        let api_key = match &self.api_key_file {
+            Some(f) => {
+                let text = std::fs::read_to_string(f)
+                    .with_context(|| format!("reading the API key from {}", f.display()))?;
+                let key = text.lines().next().unwrap_or("").trim().to_string();
+                anyhow::ensure!(!key.is_empty(), "{} holds no API key", f.display());
+                Some(key)
+            }
+            None => self.api_key.clone(),
+        };
+        Ok(HttpConfig {
+            api_key,
+            api_key_health: self.api_key_health,
+            cors: self.cors.clone(),
+            allowed_hosts: self.allow_host.clone(),
+            header_timeout: seconds("--header-timeout", self.header_timeout)?,
+            body_timeout: seconds("--body-timeout", self.body_timeout)?,
+            request_timeout: seconds("--request-timeout", self.request_timeout)?,
+            max_connections: self.max_connections.max(1),
+        })
+    }
+}
+
+/// `s` seconds as a duration, refusing what is not a positive number.
+fn seconds(flag: &str, s: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(s)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("{flag} must be a positive number of seconds, not {s}"))
 }
 
 /// The model id of `path` (its file name without the extension).
@@ -88,6 +164,7 @@ fn listening(out: &mut impl Write, a: std::net::SocketAddr) {
 /// Serves an embedding model until Ctrl-C.
 fn serve_embedder(
     args: &Args,
+    http: HttpConfig,
     file: GgufFile,
     path: &std::path::Path,
     out: &mut impl Write,
@@ -121,11 +198,16 @@ fn serve_embedder(
         t0.elapsed().as_secs_f64()
     );
     let addr = format!("{}:{}", args.host, args.port);
-    wgllm_server::serve_blocking(&addr, app, |a| listening(out, a))
+    wgllm_server::serve_blocking(&addr, app, http, |a| listening(out, a))
 }
 
 /// Serves a Whisper model until Ctrl-C.
-fn serve_speech(args: &Args, path: &std::path::Path, out: &mut impl Write) -> Result<()> {
+fn serve_speech(
+    args: &Args,
+    http: HttpConfig,
+    path: &std::path::Path,
+    out: &mut impl Write,
+) -> Result<()> {
     let t0 = Instant::now();
     let model = WhisperModel::open(path).with_context(|| format!("opening {}", path.display()))?;
     let backend_args = args.backend.clone();
@@ -152,7 +234,7 @@ fn serve_speech(args: &Args, path: &std::path::Path, out: &mut impl Write) -> Re
         t0.elapsed().as_secs_f64()
     );
     let addr = format!("{}:{}", args.host, args.port);
-    wgllm_server::serve_blocking(&addr, app, |a| listening(out, a))
+    wgllm_server::serve_blocking(&addr, app, http, |a| listening(out, a))
 }
 
 /// Loads the model and serves until Ctrl-C (see `wgllm_server::serve_blocking`).
@@ -160,14 +242,15 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     if args.parallel == 0 {
         anyhow::bail!("--parallel must be at least 1");
     }
+    let http = args.http.config()?;
     let path = super::pull::resolve_model(args.model.as_deref(), &args.hub)?;
     if wgllm_speech::model::is_whisper_file(&path) {
-        return serve_speech(args, &path, out);
+        return serve_speech(args, http, &path, out);
     }
     let t0 = Instant::now();
     let file = GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?;
     if is_embedding_model(&file) {
-        return serve_embedder(args, file, &path, out);
+        return serve_embedder(args, http, file, &path, out);
     }
     let tokenizer = Tokenizer::from_gguf(&file)?;
     let n_ctx = args
@@ -203,6 +286,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         max_body_bytes: args.max_body.unwrap_or(1 << 20),
         queue_ahead: !args.no_queue_ahead,
         prompt_cache: !args.no_prompt_cache,
+        step_timeout: seconds("--step-timeout", args.step_timeout)?,
         ..ServerConfig::new(model_id.clone(), n_ctx)
     };
     let app = App::start(load, tokenizer, server)?;
@@ -212,5 +296,5 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         t0.elapsed().as_secs_f64()
     );
     let addr = format!("{}:{}", args.host, args.port);
-    wgllm_server::serve_blocking(&addr, app, |a| listening(out, a))
+    wgllm_server::serve_blocking(&addr, app, http, |a| listening(out, a))
 }
