@@ -5,7 +5,10 @@ Starts the server binary on a free port, waits for /health, warms it up, then fo
 concurrency level (default 1, 4, 8 clients) lets every client send --requests streaming chat
 requests one after another, and reports per level: requests/s, p50/p99 latency, p50/p99
 time-to-first-token, and aggregate generated tokens/s (all clients' completion tokens over the
-level's wall time). Writes serve_load.json and serve_load.md into --out and prints the table.
+level's wall time). With --mixes json,tools, the highest level runs again with every other
+request held to a JSON schema (json) or made to call a tool (tools); their replies are checked,
+and their tokens/s compared with the free run's. Writes serve_load.json and serve_load.md into
+--out and prints the table.
 
 Example (the H200 run of issue 7):
     python3 bench/serve_load.py --wgllm .devbin/wgllm --model /tmp/smollm2.gguf \
@@ -84,20 +87,68 @@ def start_server(args, log_path):
     sys.exit(f"serve_load: /health never answered 200; see {log_path}")
 
 
-def stream_chat(base, model, prompt, max_tokens, timeout):
-    """One streaming chat request: (latency s, ttft s or None, completion tokens)."""
-    body = json.dumps({
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "title": {"type": "string", "maxLength": 80},
+        "summary": {"type": "string", "maxLength": 400},
+        "mood": {"enum": ["happy", "sad", "tense", "calm"]},
+    },
+    "required": ["title", "summary", "mood"],
+    "additionalProperties": False,
+}
+
+TOOLS = [{"type": "function", "function": {
+    "name": "save_story",
+    "description": "Saves a story with its title.",
+    "parameters": {
+        "type": "object",
+        "properties": {"title": {"type": "string", "maxLength": 80},
+                       "text": {"type": "string", "maxLength": 600}},
+        "required": ["title", "text"],
+    },
+}}]
+
+# What a constrained request adds to its body, by mix; the other half of the requests are free.
+MIXES = {
+    "free": None,
+    "json": {"response_format": {"type": "json_schema",
+                                 "json_schema": {"name": "story", "strict": True, "schema": SCHEMA}}},
+    "tools": {"tools": TOOLS, "tool_choice": "required"},
+}
+
+
+def check_reply(extra, content, calls, finish):
+    """Raises when a constrained reply that ended on its own is not what it was held to."""
+    if extra is None or finish == "length":
+        return
+    if "response_format" in extra:
+        v = json.loads(content)
+        if set(v) != set(SCHEMA["required"]) or v["mood"] not in SCHEMA["properties"]["mood"]["enum"]:
+            raise RuntimeError(f"the reply does not fit the schema: {content!r}")
+    else:
+        if finish != "tool_calls" or not calls or calls[0]["name"] != "save_story":
+            raise RuntimeError(f"no save_story call (finish {finish}): {content!r} {calls}")
+        json.loads(calls[0]["arguments"])
+
+
+def stream_chat(base, model, prompt, max_tokens, timeout, extra=None):
+    """One streaming chat request, `extra` merged into its body: (latency s, ttft s or None,
+    completion tokens)."""
+    body = {
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
         "max_tokens": max_tokens,
         "temperature": 0,
         "stream": True,
-    }).encode()
-    req = urllib.request.Request(base + "/v1/chat/completions", data=body,
+    }
+    body.update(extra or {})
+    req = urllib.request.Request(base + "/v1/chat/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     t0 = time.monotonic()
     ttft = None
     tokens = None
+    content, calls, finish = "", [], None
     with urllib.request.urlopen(req, timeout=timeout) as r:
         for raw in r:
             line = raw.decode().strip()
@@ -112,10 +163,17 @@ def stream_chat(base, model, prompt, max_tokens, timeout):
             if chunk.get("usage"):
                 tokens = chunk["usage"]["completion_tokens"]
             choices = chunk.get("choices") or []
-            if ttft is None and choices and choices[0].get("delta", {}).get("content"):
+            if not choices:
+                continue
+            delta = choices[0].get("delta", {})
+            finish = choices[0].get("finish_reason") or finish
+            content += delta.get("content") or ""
+            calls += [c["function"] for c in delta.get("tool_calls") or []]
+            if ttft is None and (delta.get("content") or delta.get("tool_calls")):
                 ttft = time.monotonic() - t0
     if tokens is None:
         raise RuntimeError("the stream had no usage")
+    check_reply(extra, content, calls, finish)
     return time.monotonic() - t0, ttft, tokens
 
 
@@ -131,16 +189,18 @@ def scrape(base):
     return out
 
 
-def run_level(base, model, clients, requests, max_tokens, timeout):
-    """`clients` threads × `requests` sequential requests each."""
+def run_level(base, model, clients, requests, max_tokens, timeout, mix="free"):
+    """`clients` threads × `requests` sequential requests each; with a constrained `mix`, every
+    other request is constrained that way."""
     results, errors = [], []
     lock = threading.Lock()
 
     def client(i):
         for j in range(requests):
             prompt = PROMPTS[(i + j) % len(PROMPTS)]
+            extra = MIXES[mix] if (i + j) % 2 == 1 else None
             try:
-                r = stream_chat(base, model, prompt, max_tokens, timeout)
+                r = stream_chat(base, model, prompt, max_tokens, timeout, extra)
                 with lock:
                     results.append(r)
             except Exception as e:  # noqa: BLE001 - every failure is reported
@@ -162,6 +222,7 @@ def run_level(base, model, clients, requests, max_tokens, timeout):
     steps = after["wgllm_steps_total"] - before["wgllm_steps_total"]
     server_tokens = after["wgllm_generated_tokens_total"] - before["wgllm_generated_tokens_total"]
     return {
+        "mix": mix,
         "clients": clients,
         "requests": len(results),
         "errors": errors,
@@ -196,6 +257,12 @@ def main():
     ap.add_argument("--startup-timeout", type=float, default=300, help="seconds to wait for /health")
     ap.add_argument("--min-ratio", type=float, default=None,
                     help="fail unless tokens/s at the highest concurrency >= this × at 1 client")
+    ap.add_argument("--mixes", default="free",
+                    help="request mixes, comma-separated: free; json (every other request held "
+                         "to a json_schema); tools (every other one must call a tool)")
+    ap.add_argument("--min-mix-ratio", type=float, default=None,
+                    help="fail unless every constrained mix's tokens/s at the highest concurrency "
+                         ">= this × the free mix's")
     ap.add_argument("--server-arg", action="append", default=[],
                     help="extra argument for `wgllm serve` (repeatable), e.g. --server-arg=--backend=cpu")
     args = ap.parse_args()
@@ -208,18 +275,28 @@ def main():
         # Warm-up: pipelines and caches, one request per slot at once.
         run_level(base, model, min(args.parallel, max(levels)), 1, 8, args.timeout)
         rows = []
-        for c in levels:
-            print(f"serve_load: {c} clients x {args.requests} requests ...", file=sys.stderr, flush=True)
-            rows.append(run_level(base, model, c, args.requests, args.max_tokens, args.timeout))
+        mixes = args.mixes.split(",")
+        for mix in mixes:
+            if mix not in MIXES:
+                sys.exit(f"serve_load: unknown mix '{mix}' (free, json, tools)")
+        # The constrained mixes only at the highest concurrency, after the free levels.
+        runs = [("free", c) for c in levels] if "free" in mixes else []
+        runs += [(m, max(levels)) for m in mixes if m != "free"]
+        for mix, c in runs:
+            print(f"serve_load: {mix}, {c} clients x {args.requests} requests ...", file=sys.stderr, flush=True)
+            rows.append(run_level(base, model, c, args.requests, args.max_tokens, args.timeout, mix))
     finally:
         proc.send_signal(signal.SIGINT)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    one = next((r for r in rows if r["clients"] == 1), None)
-    top = max(rows, key=lambda r: r["clients"])
+    free = [r for r in rows if r["mix"] == "free"] or rows
+    one = next((r for r in free if r["clients"] == 1), None)
+    top = max(free, key=lambda r: r["clients"])
     ratio = top["agg_tokens_per_s"] / one["agg_tokens_per_s"] if one and one["agg_tokens_per_s"] else None
+    mix_ratio = {r["mix"]: r["agg_tokens_per_s"] / top["agg_tokens_per_s"]
+                 for r in rows if r["mix"] != "free" and top["mix"] == "free" and top["agg_tokens_per_s"]}
     result = {
         "model": model,
         "server": {"parallel": args.parallel, "ctx": args.ctx, "queue": args.queue,
@@ -228,6 +305,7 @@ def main():
         "requests_per_client": args.requests,
         "levels": rows,
         "ratio_top_vs_1": ratio,
+        "ratio_mix_vs_free": mix_ratio,
     }
     with open(os.path.join(args.out, "serve_load.json"), "w") as f:
         json.dump(result, f, indent=2)
@@ -236,16 +314,18 @@ def main():
         f"streaming chat, max_tokens {args.max_tokens}, temperature 0, "
         f"{args.requests} requests per client",
         "",
-        "| clients | requests | errors | req/s | latency p50 (s) | latency p99 (s) | TTFT p50 (s) "
+        "| mix | clients | requests | errors | req/s | latency p50 (s) | latency p99 (s) | TTFT p50 (s) "
         "| TTFT p99 (s) | aggregate tokens/s | tokens per step |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         lines.append(
-            f"| {r['clients']} | {r['requests']} | {len(r['errors'])} | {fmt(r['req_per_s'])} "
+            f"| {r['mix']} | {r['clients']} | {r['requests']} | {len(r['errors'])} | {fmt(r['req_per_s'])} "
             f"| {fmt(r['latency_p50_s'])} | {fmt(r['latency_p99_s'])} | {fmt(r['ttft_p50_s'])} "
             f"| {fmt(r['ttft_p99_s'])} | {fmt(r['agg_tokens_per_s'], 1)} | {fmt(r['tokens_per_step'], 2)} |")
     lines += ["", f"aggregate tokens/s at {top['clients']} clients / at 1 client: {fmt(ratio, 2)}"]
+    for m, q in mix_ratio.items():
+        lines.append(f"aggregate tokens/s at {top['clients']} clients, mix {m} / free: {fmt(q, 2)}")
     md = "\n".join(lines) + "\n"
     with open(os.path.join(args.out, "serve_load.md"), "w") as f:
         f.write(md)
@@ -254,6 +334,9 @@ def main():
     for e in errors[:10]:
         print("error:", e, file=sys.stderr)
     ok = not errors and (args.min_ratio is None or (ratio is not None and ratio >= args.min_ratio))
+    if args.min_mix_ratio is not None:
+        ok = ok and all(q >= args.min_mix_ratio for q in mix_ratio.values())
+        ok = ok and len(mix_ratio) == len([m for m in mixes if m != "free"])
     sys.exit(0 if ok else 1)
 
 
