@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Args as ClapArgs, ValueEnum};
 use wgllm_core::DType;
+use wgllm_gguf::{GgufFile, GgufWriter, Value};
 use wgllm_models::synth::{model_gguf, LlamaShape, SynthArch};
 
 /// Real model shapes.
@@ -167,9 +168,37 @@ pub struct Args {
     /// Seed of the random weights.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Take the tokenizer (vocabulary, merges, special tokens, chat template: every
+    /// `tokenizer.*` key) from this GGUF, whose vocabulary must be the preset's size, so chat
+    /// templates and grammars behave as on the real model.
+    #[arg(long, value_name = "GGUF")]
+    pub vocab_from: Option<PathBuf>,
     /// Output file.
     #[arg(short = 'o', long)]
     pub output: PathBuf,
+}
+
+/// `file` (a written GGUF) with the `tokenizer.*` metadata of the GGUF at `from`.
+fn with_vocab_of(file: Vec<u8>, from: &std::path::Path) -> Result<Vec<u8>> {
+    let src = GgufFile::open(from).with_context(|| format!("opening {}", from.display()))?;
+    let file = GgufFile::from_bytes(file.into())?;
+    let count = |f: &GgufFile| match f.metadata().get("tokenizer.ggml.tokens") {
+        Some(Value::Array(a)) => a.len(),
+        _ => 0,
+    };
+    let (want, got) = (count(&file), count(&src));
+    if want != got {
+        bail!(
+            "{} has {got} tokens where the preset's vocabulary has {want}",
+            from.display()
+        );
+    }
+    let vocab = src
+        .metadata()
+        .iter()
+        .filter(|(k, _)| k.starts_with("tokenizer."))
+        .map(|(k, v)| (k.clone(), v.clone()));
+    Ok(GgufWriter::with_metadata(&file, vocab)?.to_vec())
 }
 
 /// Writes the file and reports its size.
@@ -189,6 +218,10 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
             let (arch, shape) = args.preset.shape();
             model_gguf(arch, &shape, dtype, args.seed)?
         }
+    };
+    let bytes = match &args.vocab_from {
+        Some(from) => with_vocab_of(bytes, from)?,
+        None => bytes,
     };
     std::fs::write(&args.output, &bytes)
         .with_context(|| format!("writing {}", args.output.display()))?;
