@@ -9,6 +9,9 @@
 //!   anything else, which also keeps a page's "simple" cross-origin posts out;
 //! - the body is read whole within the body timeout (408) and the size limit (413), and the
 //!   route's answer must come within the request timeout (504).
+//!
+//! Each answer is logged in one line: method, path, status, milliseconds to the answer's head,
+//! and the `x-request-id` the route gave it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -45,7 +48,29 @@ pub(crate) fn wrap(router: axum::Router, guard: Guard) -> axum::Router {
     router.layer(axum::middleware::from_fn_with_state(Arc::new(guard), check))
 }
 
+/// Runs the checks and the route, and logs one line of the answer.
 async fn check(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Response {
+    let (t0, method, path) = (
+        Instant::now(),
+        req.method().clone(),
+        req.uri().path().to_owned(),
+    );
+    let r = checked(&g, req, next).await;
+    let status = r.status().as_u16();
+    let id = r
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-");
+    let ms = format!("{:.1}", t0.elapsed().as_secs_f64() * 1e3);
+    match status {
+        500.. => tracing::warn!(%method, %path, status, ms, id, "request"),
+        _ => tracing::info!(%method, %path, status, ms, id, "request"),
+    }
+    r
+}
+
+async fn checked(g: &Guard, req: Request, next: Next) -> Response {
     let origin = match g.origin(req.headers()) {
         Ok(o) => o,
         Err(e) => return e.into_response(),

@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Server-wide counters; the scheduler and the handlers update them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     /// Requests accepted into the queue.
     pub requests: AtomicU64,
@@ -36,6 +36,101 @@ pub struct Metrics {
     pub slots_total: AtomicU64,
     /// Generated tokens per second over the last steps (f64 bits, an exponential average).
     tokens_per_second: AtomicU64,
+    /// Seconds from a request's submission to its admission into a slot.
+    pub queue_time: Histogram<21>,
+    /// Seconds from a request's submission to its first generated token.
+    pub time_to_first_token: Histogram<22>,
+    /// Seconds between a request's consecutive tokens.
+    pub inter_token_latency: Histogram<19>,
+    /// Seconds from a request's submission to its end.
+    pub request_latency: Histogram<21>,
+}
+
+/// vLLM's bucket bounds, so dashboards made for it read these histograms unchanged.
+const TTFT_BOUNDS: [f64; 22] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+];
+const ITL_BOUNDS: [f64; 19] = [
+    0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+    40.0, 80.0,
+];
+const LATENCY_BOUNDS: [f64; 21] = [
+    0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
+    480.0, 960.0, 1920.0, 7680.0,
+];
+
+/// A Prometheus histogram of seconds over `N` fixed upper bounds (and `+Inf`).
+#[derive(Debug)]
+pub struct Histogram<const N: usize> {
+    bounds: &'static [f64; N],
+    /// Observations at most each bound (not cumulative; summed when rendered).
+    counts: [AtomicU64; N],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl<const N: usize> Histogram<N> {
+    const fn new(bounds: &'static [f64; N]) -> Histogram<N> {
+        Histogram {
+            bounds,
+            counts: [const { AtomicU64::new(0) }; N],
+            count: AtomicU64::new(0),
+            sum_micros: AtomicU64::new(0),
+        }
+    }
+
+    /// Records `secs`.
+    pub fn observe(&self, secs: f64) {
+        if let Some(k) = self.bounds.iter().position(|&b| secs <= b) {
+            self.counts[k].fetch_add(1, Ordering::Relaxed);
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add((secs.max(0.0) * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// The exposition lines of histogram `name`.
+    fn render(&self, s: &mut String, name: &str, help: &str) {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} histogram");
+        let mut below = 0;
+        for (b, c) in self.bounds.iter().zip(&self.counts) {
+            below += c.load(Ordering::Relaxed);
+            let _ = writeln!(s, "{name}_bucket{{le=\"{b}\"}} {below}");
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(s, "{name}_bucket{{le=\"+Inf\"}} {count}");
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(s, "{name}_sum {sum}\n{name}_count {count}");
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics {
+            requests: AtomicU64::new(0),
+            rejected_bad: AtomicU64::new(0),
+            rejected_busy: AtomicU64::new(0),
+            finished_stop: AtomicU64::new(0),
+            finished_length: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            prompt_tokens: AtomicU64::new(0),
+            prompt_tokens_cached: AtomicU64::new(0),
+            generated_tokens: AtomicU64::new(0),
+            steps: AtomicU64::new(0),
+            step_micros: AtomicU64::new(0),
+            steps_ahead: AtomicU64::new(0),
+            queue_depth: AtomicU64::new(0),
+            slots_busy: AtomicU64::new(0),
+            slots_total: AtomicU64::new(0),
+            tokens_per_second: AtomicU64::new(0),
+            queue_time: Histogram::new(&LATENCY_BOUNDS),
+            time_to_first_token: Histogram::new(&TTFT_BOUNDS),
+            inter_token_latency: Histogram::new(&ITL_BOUNDS),
+            request_latency: Histogram::new(&LATENCY_BOUNDS),
+        }
+    }
 }
 
 /// Weight of the newest step in the tokens/s average.
@@ -163,6 +258,26 @@ impl Metrics {
             "Generated tokens per second of step time, averaged over recent steps.",
             &[("", f64::from_bits(g(&self.tokens_per_second)))],
         );
+        self.queue_time.render(
+            &mut s,
+            "wgllm_request_queue_time_seconds",
+            "Seconds a request waited for a slot.",
+        );
+        self.time_to_first_token.render(
+            &mut s,
+            "wgllm_time_to_first_token_seconds",
+            "Seconds from a request's arrival to its first generated token.",
+        );
+        self.inter_token_latency.render(
+            &mut s,
+            "wgllm_inter_token_latency_seconds",
+            "Seconds between a request's consecutive generated tokens.",
+        );
+        self.request_latency.render(
+            &mut s,
+            "wgllm_e2e_request_latency_seconds",
+            "Seconds from a request's arrival to its end.",
+        );
         s
     }
 }
@@ -186,5 +301,32 @@ mod tests {
             text.contains("wgllm_requests_finished_total{reason=\"cancelled\"} 0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn histograms_count_cumulatively_on_vllms_bounds() {
+        let m = Metrics::default();
+        for secs in [0.003, 0.03, 0.03, 3000.0] {
+            m.time_to_first_token.observe(secs);
+        }
+        let text = m.render();
+        let ttft = "wgllm_time_to_first_token_seconds";
+        for (le, n) in [
+            ("0.001", 0),
+            ("0.005", 1),
+            ("0.02", 1),
+            ("0.04", 3),
+            ("2560", 3),
+        ] {
+            let line = format!("{ttft}_bucket{{le=\"{le}\"}} {n}\n");
+            assert!(text.contains(&line), "{line} in\n{text}");
+        }
+        assert!(
+            text.contains(&format!("{ttft}_bucket{{le=\"+Inf\"}} 4\n")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("{ttft}_count 4\n")), "{text}");
+        assert!(text.contains(&format!("{ttft}_sum 3000.063\n")), "{text}");
+        assert!(text.contains("# TYPE wgllm_inter_token_latency_seconds histogram"));
     }
 }

@@ -172,13 +172,18 @@ async fn generate(
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
         model: app.cfg.model_id.clone(),
+        started: std::time::Instant::now(),
         req,
     };
-    if reply.req.params.stream {
-        stream(reply, events).into_response()
-    } else {
-        collect(reply, events).await
+    let id = reply.id.clone();
+    let mut r = match reply.req.params.stream {
+        true => stream(reply, events).into_response(),
+        false => collect(reply, events).await,
+    };
+    if let Ok(v) = axum::http::HeaderValue::from_str(&id) {
+        r.headers_mut().insert("x-request-id", v);
     }
+    r
 }
 
 /// A request's events, ended early by the scheduler's failure or the request's deadline.
@@ -215,10 +220,32 @@ struct Reply {
     id: String,
     created: u64,
     model: String,
+    /// When the request was queued (for its log line).
+    started: std::time::Instant,
     req: Request,
 }
 
 impl Reply {
+    /// The log line of the request's end.
+    fn log(&self, end: Result<(Finish, Usage), &ApiError>) {
+        let (id, secs) = (&self.id, self.started.elapsed().as_secs_f64());
+        let secs = format!("{secs:.3}");
+        match end {
+            Ok((f, u)) => tracing::info!(
+                id,
+                finish = f.as_str(),
+                prompt_tokens = u.prompt_tokens,
+                cached_tokens = u.cached_tokens,
+                completion_tokens = u.completion_tokens,
+                secs,
+                "generated"
+            ),
+            Err(e) => {
+                tracing::warn!(id, status = e.status.as_u16(), error = %e.message, secs, "generation failed")
+            }
+        }
+    }
+
     fn chat(&self) -> bool {
         self.req.endpoint == Endpoint::Chat
     }
@@ -316,6 +343,7 @@ async fn collect(reply: Reply, mut events: Events) -> Response {
                 lps.extend(logprobs);
             }
             Event::Done { finish, usage } => {
+                reply.log(Ok((finish, usage)));
                 let lp = reply.logprobs(&lps, 0);
                 let mut reason = finish.as_str();
                 let (kind, choice) = if reply.chat() {
@@ -340,7 +368,10 @@ async fn collect(reply: Reply, mut events: Events) -> Response {
                 };
                 return Json(reply.object(kind, json!([choice]), Some(usage))).into_response();
             }
-            Event::Failed(e) => return e.into_response(),
+            Event::Failed(e) => {
+                reply.log(Err(&e));
+                return e.into_response();
+            }
         }
     }
 }
@@ -381,6 +412,7 @@ fn stream(
 
         /// Ends the stream with `e` as an error chunk, then `[DONE]`.
         fn fail(&mut self, e: ApiError) {
+            self.reply.log(Err(&e));
             self.out.push_back(data(e.body()));
             self.out.push_back(SseEvent::default().data("[DONE]"));
             self.done = true;
@@ -445,6 +477,7 @@ fn stream(
                             finish = Finish::ToolCalls;
                         }
                     }
+                    st.reply.log(Ok((finish, usage)));
                     let lp = st.no_logprobs();
                     let r = &st.reply;
                     let text = (!r.chat()).then_some("");

@@ -119,7 +119,8 @@ pub struct TokenLogprob {
 
 /// Waiting requests and free slots, under one lock.
 struct QueueState {
-    jobs: VecDeque<Job>,
+    /// Waiting requests, with when each arrived.
+    jobs: VecDeque<(Job, Instant)>,
     /// Slots holding no request.
     free_slots: usize,
     closed: bool,
@@ -149,6 +150,7 @@ impl Queue {
     fn fail(&self, why: String) {
         let mut s = self.lock();
         if s.failed.is_none() {
+            tracing::error!("{why}: every request fails and /health answers 503");
             s.failed = Some(why.clone());
             self.stopped.send_replace(Some(why));
         }
@@ -159,7 +161,7 @@ impl Queue {
     /// Drops waiting jobs whose client has gone: they hold no place in the queue.
     fn prune(s: &mut QueueState, metrics: &Metrics) {
         let before = s.jobs.len();
-        s.jobs.retain(|j| !j.events.is_closed());
+        s.jobs.retain(|(j, _)| !j.events.is_closed());
         let gone = before - s.jobs.len();
         metrics.cancelled.fetch_add(gone as u64, Ordering::Relaxed);
     }
@@ -309,7 +311,7 @@ impl Engine {
             Metrics::inc(&self.metrics.rejected_busy);
             return Err(ApiError::overloaded(s.jobs.len()));
         }
-        s.jobs.push_back(job);
+        s.jobs.push_back((job, Instant::now()));
         Metrics::inc(&self.metrics.requests);
         self.metrics
             .queue_depth
@@ -370,6 +372,9 @@ fn watchdog(queue: std::sync::Weak<Queue>, limit: std::time::Duration) {
 /// A request in a slot.
 struct Slot<'t> {
     job: Job,
+    /// When the request arrived, and when it last had a token.
+    arrived: Instant,
+    last_token: Option<Instant>,
     /// Admission order (prompts are prefilled oldest first).
     order: u64,
     /// Prompt tokens already in the cache.
@@ -499,6 +504,7 @@ impl<'t> Scheduler<'t> {
 
     /// Tells slot `i`'s client that generation failed (`why`), and frees the slot.
     fn fail(&mut self, i: usize, why: &dyn std::fmt::Display) {
+        tracing::warn!(slot = i, "generation failed on the backend: {why}");
         if let Some(s) = &self.slots[i] {
             let _ = s
                 .job
@@ -517,7 +523,10 @@ impl<'t> Scheduler<'t> {
         let waiting = std::mem::take(&mut self.queue.lock().jobs);
         self.metrics.queue_depth.store(0, Ordering::Relaxed);
         let held = self.slots.iter_mut().filter_map(Option::take);
-        for job in held.map(|s| s.job).chain(waiting) {
+        for job in held
+            .map(|s| s.job)
+            .chain(waiting.into_iter().map(|(j, _)| j))
+        {
             let _ = job.events.send(Event::Failed(why()));
         }
         self.metrics.slots_busy.store(0, Ordering::Relaxed);
@@ -649,7 +658,7 @@ impl<'t> Scheduler<'t> {
             q = self.queue.ready.wait(q).unwrap_or_else(|p| p.into_inner());
             Queue::prune(&mut q, &self.metrics);
         }
-        while let Some(job) = q.jobs.front() {
+        while let Some((job, _)) = q.jobs.front() {
             // The free slot where the prompt reuses more tokens than it throws away, the most
             // such; else the one that throws away the fewest (an empty one first), the least
             // recently used on a tie: a new conversation sharing only a system prompt with a
@@ -665,7 +674,10 @@ impl<'t> Scheduler<'t> {
             else {
                 break;
             };
-            let job = q.jobs.pop_front().expect("a job is waiting");
+            let (job, arrived) = q.jobs.pop_front().expect("a job is waiting");
+            self.metrics
+                .queue_time
+                .observe(arrived.elapsed().as_secs_f64());
             q.free_slots -= 1;
             self.session.truncate_seq(i, reuse);
             self.kept[i] = Vec::new();
@@ -678,6 +690,8 @@ impl<'t> Scheduler<'t> {
                 .fetch_add(reuse as u64, Ordering::Relaxed);
             Metrics::inc(&self.metrics.slots_busy);
             self.slots[i] = Some(Slot {
+                arrived,
+                last_token: None,
                 order: self.admitted,
                 prefilled: reuse,
                 cached: reuse,
@@ -863,6 +877,17 @@ impl<'t> Scheduler<'t> {
         };
         // `flush`: the stream ends here without a stop string, so what the decoder and the stop
         // matcher hold back goes out too.
+        let now = Instant::now();
+        match s.last_token.replace(now) {
+            None => self
+                .metrics
+                .time_to_first_token
+                .observe((now - s.arrived).as_secs_f64()),
+            Some(t) => self
+                .metrics
+                .inter_token_latency
+                .observe((now - t).as_secs_f64()),
+        }
         let (mut text, mut finish, flush) = if tok.is_eog(id) {
             (String::new(), Some(Finish::Stop), true)
         } else {
@@ -905,6 +930,9 @@ impl<'t> Scheduler<'t> {
                     Finish::Stop | Finish::ToolCalls => &self.metrics.finished_stop,
                     Finish::Length => &self.metrics.finished_length,
                 });
+                self.metrics
+                    .request_latency
+                    .observe((now - s.arrived).as_secs_f64());
                 self.free(i);
                 let _ = events.send(Event::Done { finish: f, usage });
             }

@@ -25,12 +25,34 @@ mod cmd;
         Run `wgllm help <COMMAND>` for the details of one command."
 )]
 struct Cli {
+    /// Log more on stderr: -v debug lines, -vv trace (RUST_LOG, in tracing's filter syntax,
+    /// chooses instead when set).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: cmd::Command,
 }
 
+/// Logs go to stderr through `tracing` (wgpu's `log` records included): by default wgllm's
+/// informational lines (a server's request lines) and everyone's warnings.
+fn init_logs(verbose: u8) {
+    let default = match verbose {
+        0 => "warn,wgllm=info,wgllm_server=info",
+        1 => "info,wgllm=debug,wgllm_server=debug,wgllm_webgpu=debug",
+        _ => "debug,wgllm=trace,wgllm_server=trace,wgllm_webgpu=trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(true)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logs(cli.verbose);
     match cli.command.run() {
         Ok(()) => ExitCode::SUCCESS,
         // `wgllm info model.gguf | head` closes our stdout early; that is not a failure.
