@@ -34,10 +34,12 @@ struct Cli {
 }
 
 /// Logs go to stderr through `tracing` (wgpu's `log` records included): by default wgllm's
-/// informational lines (a server's request lines) and everyone's warnings.
+/// informational lines (a server's request lines) and everyone's warnings. wgpu probes every
+/// backend; a GL driver failing to load while Vulkan serves is not news, so `wgpu_hal::gles`
+/// speaks from `-v` on.
 fn init_logs(verbose: u8) {
     let default = match verbose {
-        0 => "warn,wgllm=info,wgllm_server=info",
+        0 => "warn,wgpu_hal::gles=off,wgllm=info,wgllm_server=info",
         1 => "info,wgllm=debug,wgllm_server=debug,wgllm_webgpu=debug",
         _ => "debug,wgllm=trace,wgllm_server=trace,wgllm_webgpu=trace",
     };
@@ -46,6 +48,7 @@ fn init_logs(verbose: u8) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(true)
         .try_init();
 }
