@@ -799,16 +799,23 @@ impl<'t> Scheduler<'t> {
         let t0 = Instant::now();
         let session = &mut self.session;
         let result = std::thread::scope(|sc| {
-            let host = (!masks.is_empty()).then(|| {
-                sc.spawn(|| {
-                    // An error here comes back from `apply`, which computes again.
-                    for (_, c) in masks.iter_mut() {
-                        let _ = c.prepare();
-                    }
+            // The rows' masks are independent: spread over the cores, the step waits for the
+            // slowest mask rather than for their sum.
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let per = masks.len().div_ceil(cores.saturating_sub(1).max(1)).max(1);
+            let hosts: Vec<_> = masks
+                .chunks_mut(per)
+                .map(|part| {
+                    sc.spawn(move || {
+                        // An error here comes back from `apply`, which computes again.
+                        for (_, c) in part {
+                            let _ = c.prepare();
+                        }
+                    })
                 })
-            });
+                .collect();
             let r = session.step(&chunks, read);
-            if let Some(h) = host {
+            for h in hosts {
                 let _ = h.join();
             }
             r
