@@ -4,7 +4,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Server-wide counters; the scheduler and the handlers update them.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Metrics {
     /// Requests accepted into the queue.
     pub requests: AtomicU64,
@@ -36,6 +36,13 @@ pub struct Metrics {
     pub slots_total: AtomicU64,
     /// Generated tokens per second over the last steps (f64 bits, an exponential average).
     tokens_per_second: AtomicU64,
+    /// Where requests spend their time.
+    pub latency: Latencies,
+}
+
+/// Histograms of request timing.
+#[derive(Debug)]
+pub struct Latencies {
     /// Seconds from a request's submission to its admission into a slot.
     pub queue_time: Histogram<21>,
     /// Seconds from a request's submission to its first generated token.
@@ -105,26 +112,9 @@ impl<const N: usize> Histogram<N> {
     }
 }
 
-impl Default for Metrics {
-    fn default() -> Metrics {
-        Metrics {
-            requests: AtomicU64::new(0),
-            rejected_bad: AtomicU64::new(0),
-            rejected_busy: AtomicU64::new(0),
-            finished_stop: AtomicU64::new(0),
-            finished_length: AtomicU64::new(0),
-            cancelled: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
-            prompt_tokens: AtomicU64::new(0),
-            prompt_tokens_cached: AtomicU64::new(0),
-            generated_tokens: AtomicU64::new(0),
-            steps: AtomicU64::new(0),
-            step_micros: AtomicU64::new(0),
-            steps_ahead: AtomicU64::new(0),
-            queue_depth: AtomicU64::new(0),
-            slots_busy: AtomicU64::new(0),
-            slots_total: AtomicU64::new(0),
-            tokens_per_second: AtomicU64::new(0),
+impl Default for Latencies {
+    fn default() -> Latencies {
+        Latencies {
             queue_time: Histogram::new(&LATENCY_BOUNDS),
             time_to_first_token: Histogram::new(&TTFT_BOUNDS),
             inter_token_latency: Histogram::new(&ITL_BOUNDS),
@@ -258,22 +248,22 @@ impl Metrics {
             "Generated tokens per second of step time, averaged over recent steps.",
             &[("", f64::from_bits(g(&self.tokens_per_second)))],
         );
-        self.queue_time.render(
+        self.latency.queue_time.render(
             &mut s,
             "wgllm_request_queue_time_seconds",
             "Seconds a request waited for a slot.",
         );
-        self.time_to_first_token.render(
+        self.latency.time_to_first_token.render(
             &mut s,
             "wgllm_time_to_first_token_seconds",
             "Seconds from a request's arrival to its first generated token.",
         );
-        self.inter_token_latency.render(
+        self.latency.inter_token_latency.render(
             &mut s,
             "wgllm_inter_token_latency_seconds",
             "Seconds between a request's consecutive generated tokens.",
         );
-        self.request_latency.render(
+        self.latency.request_latency.render(
             &mut s,
             "wgllm_e2e_request_latency_seconds",
             "Seconds from a request's arrival to its end.",
@@ -307,7 +297,7 @@ mod tests {
     fn histograms_count_cumulatively_on_vllms_bounds() {
         let m = Metrics::default();
         for secs in [0.003, 0.03, 0.03, 3000.0] {
-            m.time_to_first_token.observe(secs);
+            m.latency.time_to_first_token.observe(secs);
         }
         let text = m.render();
         let ttft = "wgllm_time_to_first_token_seconds";

@@ -676,6 +676,7 @@ impl<'t> Scheduler<'t> {
             };
             let (job, arrived) = q.jobs.pop_front().expect("a job is waiting");
             self.metrics
+                .latency
                 .queue_time
                 .observe(arrived.elapsed().as_secs_f64());
             q.free_slots -= 1;
@@ -888,10 +889,12 @@ impl<'t> Scheduler<'t> {
         match s.last_token.replace(now) {
             None => self
                 .metrics
+                .latency
                 .time_to_first_token
                 .observe((now - s.arrived).as_secs_f64()),
             Some(t) => self
                 .metrics
+                .latency
                 .inter_token_latency
                 .observe((now - t).as_secs_f64()),
         }
@@ -938,6 +941,7 @@ impl<'t> Scheduler<'t> {
                     Finish::Length => &self.metrics.finished_length,
                 });
                 self.metrics
+                    .latency
                     .request_latency
                     .observe((now - s.arrived).as_secs_f64());
                 self.free(i);
