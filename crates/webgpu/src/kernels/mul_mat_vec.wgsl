@@ -453,14 +453,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // RL lanes a sum (up to 8, as many as WG / NSUM allows): lane j adds slots j, j + RL, ...
     // into slot j, then one lane a sum adds the RL: three barriers (two with RL = 1) where a
     // halving tree took log2(WG) + 1. Slot j is read only by the lane that writes it, so no
-    // barrier parts the two; with more sums than lanes (RL = 1) a lane takes several. CPU drivers run barriers as coroutine switches: without
-    // subgroups, lavapipe ran SmolLM2's decode at 0.59 t/s with the tree and 1.55 with eight
-    // lanes a sum. On an H200 that also beat subgroupAdd per sum and one barrier (session 21,
-    // tg128 alternated in one call): 8B q4_0 shape 345 -> 359 t/s, 1B 1,044 -> 1,038 (-0.6%;
-    // its 2,048-wide GLU products, 9 sums over 32 lanes, took the tree then), SmolLM2 tied;
-    // with --subgroups off, against the tree, 8B 336 -> 354, 1B 985-1,013 -> 1,028, SmolLM2
-    // 950 -> 974. Only lavapipe preferred subgroupAdd (SmolLM2 1.65 against 1.40-1.45 t/s with
-    // default flags: its subgroups are SIMD registers).
+    // barrier parts the two; with more sums than lanes (RL = 1) a lane takes several. Few
+    // barriers matter most where a driver runs them as coroutine switches (CPU drivers), and
+    // the fixed lane count beat a subgroupAdd per sum on discrete GPUs too
+    // (bench/results/history.md, "mat-vec sums").
     workgroupBarrier();
     for (var q = lid; q < NSUM * RL; q += WG) {
         let k = q / RL;

@@ -274,13 +274,9 @@ fn coop_key(mask: Option<DType>, sinks: bool, (d, dv): (u32, u32)) -> PipelineKe
 /// Largest head sizes of `flash_attn_coop.wgsl`: a subgroup holds its q as d / 16 fragments and
 /// its output as dv / 16 accumulators, beside two score accumulators.
 const COOP_MAX_HEAD: u64 = 128;
-/// Smallest K head size `flash_attn_coop.wgsl` takes: its cost per tile was mostly the scalar
-/// softmax of two passes, the same for every head size, so it won only where the products are
-/// large. On an H200 (pp512, Vulkan) Llama 3.1 8B's heads of 128 took 11.6 ms of attention on it
-/// against 15.7 on `flash_attn_tile.wgsl`, the 1B's and SmolLM2's heads of 64 5.8 and 11.6 ms
-/// against 3.5 and 3.3. With the softmax straight-line and one exp a score (session 15), heads
-/// of 64 on it: pp512 of the 1B 34,616 / 34,748 against 34,645 / 34,036 t/s on the tiled
-/// kernel, of SmolLM2 52,580 / 51,219 against 48,043 / 48,523 (same call).
+/// Smallest K head size `flash_attn_coop.wgsl` takes: its softmax costs the same for every head
+/// size, so the cooperative products pay for it only from heads of 64 on (the measurements:
+/// bench/results/history.md, "coop flash attention head sizes").
 const COOP_MIN_HEAD: u64 = 64;
 
 /// Workgroup memory of `flash_attn_coop.wgsl` (q's 64 rows, then K tiles of 32, padded by 8

@@ -170,13 +170,9 @@ pub(super) fn q8x_scratch(units: u64, cols: u64, norm: bool) -> Result<Operand> 
 /// and each unit's sum of h²) to int8 per unit of 32 into scratch (`quant_act.wgsl`), pushed to
 /// `out`, and the scratch operand the mat-vec then reads in place of `x`; without, nothing.
 ///
-/// Rounding inside the mat-vec instead (each lane rounding the f32 units it reads, with this
-/// kernel's arithmetic, and no dispatch) lost on an H200 (session 21): every workgroup then
-/// reads the whole f32 row (4 × the int8 words), more than the weights it shares them with.
-/// The 8B q4_0 shape's tg128 fell from 344.6 to 213.5 t/s (263 to 166 dispatches a step, GPU
-/// time a step 2.8 to 4.6 ms), the 1B's from 1,038 to 848, and the q4_0 k=4096 m=14336 case
-/// took 30 instead of 19 µs. Only SmolLM2 with `--int8-activations all` gained (764 to 899),
-/// still slower than its default f32 activations (974-992).
+/// The rounding is its own dispatch because every mat-vec workgroup would otherwise read the
+/// whole f32 row (4 × the int8 words), more than the weights it shares them with
+/// (bench/results/history.md, "int8 activations").
 fn quant_act(
     ctx: &Ctx,
     int8: bool,
@@ -817,18 +813,12 @@ fn tiled_bm(ctx: &Ctx, [m, n, batches]: [u64; 3]) -> u32 {
 /// Fewest activation columns `mul_mat_coop.wgsl` takes (fewer go to the tiled kernel).
 pub(crate) const COOP_MIN_N: u64 = 16;
 /// Weight rows of a `mul_mat_coop.wgsl` tile (its invocations). 256-row tiles (8 subgroups)
-/// fill an H200 compute unit's registers alone, so its barriers stall it; two 128-row
-/// workgroups share one and overlap. On an H200 that took pp512 of the Llama 3.1 8B and 3.2
-/// 1B q4_0 shapes from 5,313 and 22,668 to 6,265 and 28,000 t/s (4096³ f16 went from 174 to
-/// 165 TFLOP/s; session 8's kernel). In session 20, 256 invocations on a 128-row tile (8
-/// subgroups of 64 × 32 or 32 × 64 blocks, half the loads and accumulators an invocation)
-/// took 24-58% longer on the products: 4096³ f16 644 → 921-986 µs, pp512 of the 8B
-/// 8,643-8,726 → 6,972-7,007 t/s. In session 22, 256-row tiles of the current kernel (64 × 64 a
-/// subgroup) again: 4096³ f16 640 → 617 µs, but pp512 of the 8B 8,659-8,703 → 6,592-6,614 t/s.
+/// fill a compute unit's registers alone, so its barriers stall it; two 128-row workgroups
+/// share one and overlap (bench/results/history.md, "coop tile rows").
 const COOP_BM: u32 = 128;
 /// Output tiles of `COOP_BM` × 128 a product needs for the 128-column coop tiles: with fewer,
 /// `COOP_BM` × 64 tiles keep twice as many workgroups (a 4096-row, 512-column product has
-/// 128; on an H200 it ran at 110 TFLOP/s in 128-column tiles, at 92 in 64-column ones).
+/// 128, and runs faster in 128-column tiles: bench/results/history.md, "coop tile columns").
 const COOP_WIDE_TILES: u64 = 128;
 /// Column tiles up to which `mul_mat_coop.wgsl` takes its tiles along n first (op word 6):
 /// the workgroups running at once then share each weight tile, which is read from memory
