@@ -1,7 +1,8 @@
 //! `wgllm bench` on an embedding model: embeddings/s for batches of `--batch` inputs of each
 //! `-p` length (each input exactly that many tokens), timed over whole `Embedder::embed_ids`
 //! calls: upload, every layer, pooling, normalisation and read-back, as a server's request pays
-//! them (tokenization excluded). Mean ± stddev over `-r` runs after a warm-up.
+//! them (tokenization excluded). Mean ± stddev over `-r` runs after a warm-up. `--profile`
+//! then times one more run of each shape kernel by kernel, grouped by kernel family.
 
 use std::io::Write;
 use std::time::Instant;
@@ -11,7 +12,9 @@ use serde_json::json;
 use wgllm_gguf::GgufFile;
 use wgllm_models::embed::MIN_LEN;
 use wgllm_models::{EmbedConfig, Embedder};
+use wgllm_webgpu::profile::{families, FamilyTime, Profiling, RunProfile};
 
+use super::backend::OpenedBackend;
 use super::bench::{Args, Format};
 
 /// Warm-up runs repeat for at least this long (the GPU's clocks climb under load).
@@ -23,6 +26,32 @@ struct Row {
     len: usize,
     mean: f64,
     std: f64,
+    /// `--profile`'s kernel families of one run, most expensive first.
+    profile: Vec<FamilyTime>,
+}
+
+/// One `embed_ids` call of `ids` with a timestamp around every dispatch.
+fn profile_run(
+    e: &mut Embedder,
+    gpu: &wgllm_webgpu::WebGpuBackend,
+    ids: &[Vec<u32>],
+) -> Result<Vec<FamilyTime>> {
+    gpu.take_profiles();
+    gpu.set_profiling(Profiling::Dispatches);
+    let r = e.embed_ids(gpu, ids, true);
+    gpu.set_profiling(Profiling::Off);
+    r?;
+    let parts = gpu.take_profiles();
+    let Some(first) = parts.first() else {
+        bail!("the profiled embedding ran no profiled graph");
+    };
+    let run = RunProfile {
+        clock: first.clock,
+        dispatches: parts.iter().flat_map(|p| p.dispatches.clone()).collect(),
+        encode_ns: parts.iter().map(|p| p.encode_ns).sum(),
+        span_ns: parts.iter().map(|p| p.span_ns).sum(),
+    };
+    Ok(families(&[run]))
 }
 
 /// `n` inputs of `len` tokens as the tokenizer frames them (BOS or [CLS] first where it adds
@@ -55,7 +84,7 @@ fn inputs(e: &Embedder, n: usize, len: usize, seed: u64) -> Result<Vec<Vec<u32>>
 
 /// Times every (batch, length) pair and prints the table.
 pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Result<()> {
-    let (backend, desc) = args.backend.open()?;
+    let (opened, desc) = args.backend.open_typed()?;
     let lens: Vec<usize> = args.n_prompt.iter().copied().filter(|&p| p > 0).collect();
     if lens.is_empty() || args.batch.contains(&0) {
         bail!("an embedding benchmark needs -p lengths and --batch sizes of at least 1");
@@ -75,7 +104,10 @@ pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Re
         ..EmbedConfig::default()
     };
     let mut e = Embedder::new(file, cfg)?;
-    let backend = backend.as_ref();
+    let backend = opened.as_dyn();
+    if args.profile && !matches!(opened, OpenedBackend::WebGpu(_)) {
+        eprintln!("wgllm bench: --profile needs the webgpu backend; skipped");
+    }
     let mut rows = Vec::new();
     for &len in &lens {
         if len > e.max_tokens() {
@@ -100,11 +132,16 @@ pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Re
             let rates: Vec<f64> = secs.iter().map(|s| batch as f64 / s).collect();
             let mean = rates.iter().sum::<f64>() / rates.len() as f64;
             let var = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / rates.len() as f64;
+            let profile = match (&opened, args.profile) {
+                (OpenedBackend::WebGpu(gpu), true) => profile_run(&mut e, gpu, &ids)?,
+                _ => Vec::new(),
+            };
             rows.push(Row {
                 batch,
                 len,
                 mean,
                 std: var.sqrt(),
+                profile,
             });
         }
     }
@@ -112,7 +149,14 @@ pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Re
         Format::Json => {
             let rows: Vec<_> = rows
                 .iter()
-                .map(|r| json!({"batch": r.batch, "tokens": r.len, "embeddings_per_s": r.mean, "stddev": r.std}))
+                .map(|r| {
+                    let profile: Vec<_> = r
+                        .profile
+                        .iter()
+                        .map(|f| json!({"family": f.family, "dispatches": f.dispatches, "ns": f.ns, "bytes": f.bytes, "flops": f.flops}))
+                        .collect();
+                    json!({"batch": r.batch, "tokens": r.len, "embeddings_per_s": r.mean, "stddev": r.std, "profile": profile})
+                })
                 .collect();
             writeln!(
                 out,
@@ -139,6 +183,35 @@ pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Re
                     r.std,
                     r.mean * r.len as f64
                 )?;
+            }
+            for r in rows.iter().filter(|r| !r.profile.is_empty()) {
+                let total: f64 = r.profile.iter().map(|f| f.ns).sum();
+                writeln!(out)?;
+                writeln!(
+                    out,
+                    "{} inputs of {} tokens, one run: GPU busy {:.1} us",
+                    r.batch,
+                    r.len,
+                    total / 1e3
+                )?;
+                writeln!(out)?;
+                writeln!(
+                    out,
+                    "| kernel family | dispatches | time (us) | share | GB/s | GFLOP/s |"
+                )?;
+                writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: |")?;
+                for f in &r.profile {
+                    writeln!(
+                        out,
+                        "| {} | {:.0} | {:.1} | {:.1}% | {:.1} | {} |",
+                        f.family,
+                        f.dispatches,
+                        f.ns / 1e3,
+                        100.0 * f.ns / total.max(f64::MIN_POSITIVE),
+                        f.gbps(),
+                        f.gflops().map_or("-".into(), |g| format!("{g:.0}"))
+                    )?;
+                }
             }
         }
     }
