@@ -150,15 +150,15 @@ impl Sampler {
     /// Picks the next token from a step's output row, which must hold what
     /// [`Sampler::readback`] asked for (or more).
     pub fn sample_row(&mut self, row: &RowOut, history: &[u32]) -> Result<u32, ModelError> {
-        if let Some(logits) = &row.logits {
-            return Ok(self.sample(logits, history));
-        }
+        // The least the sampler needs, though the step may have read more for other rows.
         match (
             self.readback(row.top.as_ref().map_or(0, Vec::len)),
             &row.top,
+            &row.logits,
         ) {
-            (Readback::Argmax, _) => Ok(row.argmax),
-            (Readback::TopK, Some(top)) => Ok(self.pick(top.clone())),
+            (Readback::Argmax, _, _) => Ok(row.argmax),
+            (Readback::TopK, Some(top), _) => Ok(self.pick(top.clone())),
+            (_, _, Some(logits)) => Ok(self.sample(logits, history)),
             _ => Err(ModelError::BadSession(
                 "the step read back less than the sampler needs".into(),
             )),
@@ -168,8 +168,9 @@ impl Sampler {
     /// Picks the next token from `logits`, given the tokens so far (`history`).
     pub fn sample(&mut self, logits: &[f32], history: &[u32]) -> u32 {
         let c = self.cfg;
-        let mut logits = logits.to_vec();
+        let mut logits = std::borrow::Cow::Borrowed(logits);
         if self.has_penalties() {
+            let logits = logits.to_mut();
             let recent = &history[history.len().saturating_sub(c.penalty_last_n)..];
             let mut counts = std::collections::HashMap::<u32, u32>::new();
             for &t in recent {

@@ -758,7 +758,7 @@ impl Session {
             None
         };
         let logits = if read >= Readback::Logits {
-            Some(f32s(&next()?))
+            Some(next()?)
         } else {
             None
         };
@@ -773,7 +773,7 @@ impl Session {
                 }),
                 logits: logits
                     .as_ref()
-                    .map(|l| l[r * n_vocab..(r + 1) * n_vocab].to_vec()),
+                    .map(|l| f32s(&l[4 * r * n_vocab..4 * (r + 1) * n_vocab])),
             })
             .collect())
     }

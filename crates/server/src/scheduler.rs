@@ -953,7 +953,7 @@ impl<'t> Scheduler<'t> {
 
 /// The next token of a constrained request: its sampler over the logits row with every token
 /// the grammar does not allow at −∞ (the most likely allowed one should rounding in the draw
-/// land on a masked token).
+/// land on a masked token); a greedy sampler takes the most likely allowed token directly.
 fn constrained(
     c: &mut Constraint,
     sampler: &mut Sampler,
@@ -963,6 +963,9 @@ fn constrained(
     let Some(logits) = &row.logits else {
         return Err("a constrained step read back no logits".into());
     };
+    if sampler.is_greedy() {
+        return c.argmax(logits).map_err(|e| e.to_string());
+    }
     let mut masked = logits.clone();
     c.apply(&mut masked).map_err(|e| e.to_string())?;
     let id = sampler.sample(&masked, history);

@@ -125,22 +125,59 @@ impl Constraint {
     /// Sets the logit of every token the grammar does not allow next to −∞. Ids past the
     /// vocabulary (padded output rows) are never allowed.
     pub fn apply(&mut self, logits: &mut [f32]) -> Result<(), StructuredError> {
-        self.prepare()?;
-        let mask = self.mask.as_ref().expect("prepared");
+        let (words, n) = self.words()?;
+        let n = n.min(logits.len());
+        let (inside, past) = logits.split_at_mut(n);
+        past.fill(f32::NEG_INFINITY);
         let mut any = false;
-        for (id, l) in logits.iter_mut().enumerate() {
-            if id < mask.len() && mask.is_allowed(id as u32) {
-                any |= *l != f32::NEG_INFINITY;
-            } else {
-                *l = f32::NEG_INFINITY;
+        for (chunk, &w) in inside.chunks_mut(32).zip(words) {
+            if w == 0 {
+                chunk.fill(f32::NEG_INFINITY);
+                continue;
+            }
+            for (b, l) in chunk.iter_mut().enumerate() {
+                if w >> b & 1 == 1 {
+                    any |= *l != f32::NEG_INFINITY;
+                } else {
+                    *l = f32::NEG_INFINITY;
+                }
             }
         }
-        if !any {
-            return Err(StructuredError::Decode(
-                "the grammar allows no token of the vocabulary here".into(),
-            ));
+        match any {
+            true => Ok(()),
+            false => Err(no_token()),
         }
-        Ok(())
+    }
+
+    /// The allowed token of the largest logit (the first on ties): greedy decoding under the
+    /// grammar, reading `logits` in place.
+    pub fn argmax(&mut self, logits: &[f32]) -> Result<u32, StructuredError> {
+        let (words, n) = self.words()?;
+        let mut best: Option<(usize, f32)> = None;
+        for (wi, (chunk, &w)) in logits[..n.min(logits.len())]
+            .chunks(32)
+            .zip(words)
+            .enumerate()
+        {
+            let mut bits = w;
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let Some(&l) = chunk.get(b) else { break };
+                if l != f32::NEG_INFINITY && best.is_none_or(|(_, v)| l > v) {
+                    best = Some((wi * 32 + b, l));
+                }
+            }
+        }
+        best.map(|(id, _)| id as u32).ok_or_else(no_token)
+    }
+
+    /// The prepared mask's words (bit `i % 32` of word `i / 32` allows token `i`) and the
+    /// number of tokens it covers.
+    fn words(&mut self) -> Result<(&[u32], usize), StructuredError> {
+        self.prepare()?;
+        let m = self.mask.as_ref().expect("prepared");
+        Ok((m.as_slice(), m.len()))
     }
 
     /// Advances past `token` (an end-of-generation token too). True when the grammar is
@@ -164,4 +201,8 @@ impl Constraint {
     pub fn is_accepting(&mut self) -> bool {
         self.matcher.is_accepting().unwrap_or(false)
     }
+}
+
+fn no_token() -> StructuredError {
+    StructuredError::Decode("the grammar allows no token of the vocabulary here".into())
 }

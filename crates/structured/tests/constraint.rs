@@ -30,9 +30,24 @@ fn generate(g: &Grammars, tok: &Tokenizer, grammar: &Grammar, seed: u64) -> (Str
     for _ in 0..400 {
         // Padded like a model's output row: ids past the vocabulary must be masked too.
         let mut logits: Vec<f32> = (0..tok.vocab_size() + 20).map(|_| rng.random()).collect();
+        // Some tokens already out of the running, as a sampler's filters leave them; where
+        // that leaves the grammar none, both ways of masking say so.
+        let mut cut = logits.clone();
+        cut.iter_mut()
+            .step_by(7)
+            .for_each(|l| *l = f32::NEG_INFINITY);
+        match c.argmax(&cut) {
+            Ok(_) => logits = cut,
+            Err(_) => assert!(c.apply(&mut cut).is_err()),
+        }
+        let greedy = c.argmax(&logits).unwrap();
         c.apply(&mut logits).unwrap();
         let id = wgllm_models::sampler::argmax(&logits);
         assert!(logits[id as usize].is_finite());
+        assert_eq!(
+            greedy, id,
+            "the masked argmax read in place is the applied mask's"
+        );
         let done = c.accept(id).unwrap();
         if tok.is_eog(id) {
             return (tok.decode(&ids), true);
