@@ -2,7 +2,7 @@
 //! shape (float and base64), the values the embedder gives, requests merged while the model is
 //! busy, and every kind of bad input answered with a 400 naming the field.
 
-use std::sync::Arc;
+mod loopback;
 
 use base64::Engine as _;
 use serde_json::{json, Value};
@@ -14,7 +14,7 @@ use wgllm_models::synth::{model_gguf, LlamaShape, SynthArch};
 use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::{EmbedConfig, Embedder, Session, SessionConfig, Truncate};
 use wgllm_server::embed::{EmbedApp, EmbedServerConfig};
-use wgllm_server::{App, HttpConfig, ServerConfig, Service};
+use wgllm_server::{App, ServerConfig};
 
 fn bert() -> GgufFile {
     let shape = LlamaShape {
@@ -30,22 +30,6 @@ fn bert() -> GgufFile {
     .unwrap()
 }
 
-/// Serves `app` on a free port until the returned sender is dropped.
-async fn serve<S: Service>(app: Arc<S>) -> (String, oneshot::Sender<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(wgllm_server::serve(
-        listener,
-        app,
-        HttpConfig::default(),
-        async {
-            let _ = rx.await;
-        },
-    ));
-    (base, tx)
-}
-
 async fn start() -> (String, oneshot::Sender<()>) {
     let cfg = EmbedServerConfig {
         model_id: "tiny-bert".into(),
@@ -55,7 +39,7 @@ async fn start() -> (String, oneshot::Sender<()>) {
     };
     let backend =
         Box::new(|| -> anyhow::Result<Box<dyn wgllm_core::Backend>> { Ok(Box::new(CpuBackend)) });
-    serve(EmbedApp::start(backend, bert(), cfg).unwrap()).await
+    loopback::serve(EmbedApp::start(backend, bert(), cfg).unwrap()).await
 }
 
 async fn post(base: &str, path: &str, body: Value) -> (u16, Value) {
@@ -270,7 +254,7 @@ async fn a_chat_model_refuses_embeddings() {
         Ok(Session::with_sequences(&CpuBackend, &file, cfg, 1)?)
     });
     let app = App::start(load, tokenizer, ServerConfig::new("tiny-llama", 64)).unwrap();
-    let (base, _stop) = serve(app).await;
+    let (base, _stop) = loopback::serve(app).await;
     let (status, v) = post(&base, "/v1/embeddings", json!({"input": "hi"})).await;
     assert_eq!(
         (status, v["error"]["code"].as_str()),

@@ -3,6 +3,8 @@
 //! and every kind of bad input answered with a 4xx naming the cause while the server keeps
 //! serving.
 
+mod loopback;
+
 use std::sync::Arc;
 
 use reqwest::multipart::{Form, Part};
@@ -12,7 +14,6 @@ use wgllm_core::DType;
 use wgllm_cpu::CpuBackend;
 use wgllm_gguf::GgufFile;
 use wgllm_server::speech::{SpeechApp, SpeechServerConfig};
-use wgllm_server::{HttpConfig, Service};
 use wgllm_speech::decode::DecodeOptions;
 use wgllm_speech::synth::{preset, whisper_gguf};
 use wgllm_speech::{audio, Transcriber, WhisperModel};
@@ -58,22 +59,7 @@ async fn start() -> (String, oneshot::Sender<()>) {
     let backend =
         Box::new(|| -> anyhow::Result<Box<dyn wgllm_core::Backend>> { Ok(Box::new(CpuBackend)) });
     let app = SpeechApp::start(backend, model(), cfg).unwrap();
-    serve(app).await
-}
-
-async fn serve<S: Service>(app: Arc<S>) -> (String, oneshot::Sender<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(wgllm_server::serve(
-        listener,
-        app,
-        HttpConfig::default(),
-        async {
-            let _ = rx.await;
-        },
-    ));
-    (base, tx)
+    loopback::serve(app).await
 }
 
 /// Posts a form with `file` (named `name`) and the text fields; the status, content type, body.
