@@ -122,8 +122,8 @@ pub(crate) fn job_units(a: DType) -> u64 {
 
 /// Weight dtypes whose mat-vec can take int8 activations and integer dot products (`partq` in
 /// `quant_part.wgsl`): decoding eight floats per part and row makes the float path bound by
-/// instruction issue, not by weight bytes (an H200 reads q4_0 at a third of f16's bytes per
-/// second). The activations are rounded to int8 per 32 values (`quant_act.wgsl`), as ggml's
+/// instruction issue, not by weight bytes (bench/results/history.md, "int8 activation weights").
+/// The activations are rounded to int8 per 32 values (`quant_act.wgsl`), as ggml's
 /// CPU and CUDA backends round them to q8_0/q8_1 for the same weights: NMSE ~1e-5 against f32.
 pub(crate) fn int8_activations(a: DType) -> bool {
     matches!(
@@ -143,8 +143,8 @@ pub(crate) fn int8_activations(a: DType) -> bool {
 /// activations from [`quant_act`]: the device's [`Int8Activations`] policy, a weight with an
 /// integer decoder, activations `x` without batches (quant_act's columns are dim 1 only).
 fn q8x(ctx: &Ctx, a: DType, bytes: u64, x: &Operand) -> bool {
-    // q8_0's float path already reads at ~0.6 of a copy: int8 gains it nothing (an H200, 4096 x
-    // 14336: 26.8 us f32, 27.4 us int8 with its rounding dispatch).
+    // q8_0's float path is already bound by its weight bytes, not by decoding: int8 would only
+    // add the rounding dispatch (bench/results/history.md, "int8 activations for q8_0").
     let wanted = match ctx.caps.int8_activations {
         Int8Activations::Off => false,
         Int8Activations::Large => bytes >= INT8_MIN_WEIGHT_BYTES && a != DType::Q8_0,
@@ -636,9 +636,9 @@ pub(super) fn mul_mat_vec_glu(
 /// does not take the mat-vec path. With `pre`, its activations were already rounded to int8 by
 /// an earlier dispatch ([`q8x_scratch`] of them without sums of h²: the attention output,
 /// `attention::flash_attn_ext_q8x`), and it is `None` too when the product does not take int8
-/// activations ([`q8x`]'s policy: rounded for free, they would pay for smaller weights too, but
-/// within noise on an H200, 1,001 to 1,008 t/s for the Llama 3.2 1B shape's 2.4 MB attention
-/// output, and the policy keeps the op table's small products exact).
+/// activations ([`q8x`]'s policy even though the rounding is free here: small weights gain
+/// no more than noise from int8, and the policy keeps the op table's small products exact;
+/// bench/results/history.md, "pre-rounded attention output").
 pub(super) fn mul_mat_vec_add(
     mm: &Ctx,
     residual: Operand,
@@ -792,10 +792,8 @@ fn tiled_key(a: DType, bm: u32, id: bool) -> PipelineKey {
 
 /// Output tiles of 128 × 64 from which `mul_mat_tiled.wgsl` takes 128-row tiles (8 × 4 sums an
 /// invocation instead of 4 × 4: fewer workgroup-memory reads a multiply-add); a product with
-/// fewer keeps 64-row tiles, twice as many workgroups. On an H200 without cooperative matrices,
-/// pp512 of the Llama 3.1 8B and 3.2 1B q4_0 shapes: 1,963 and 12,350 t/s with 64-row tiles
-/// only, 2,102 and 12,600 with 128-row ones only, 2,166 and 13,150 with this rule (the 1B's
-/// k and v projections, 512 rows, keep 64-row tiles).
+/// fewer keeps 64-row tiles, twice as many workgroups, since filling the device then matters
+/// more than the reads (bench/results/history.md, "tiled kernel tile rows").
 const TILED_WIDE_TILES: u64 = 128;
 
 /// The weight rows (64 or 128) of `mul_mat_tiled.wgsl`'s tiles for a product of `m` rows, `n`
@@ -826,8 +824,8 @@ const COOP_WIDE_TILES: u64 = 128;
 /// cache. A 512-token prefill has 4 or 8 column tiles.
 const COOP_N_FIRST: u64 = 8;
 
-/// Workgroups a coop product should have for the device to be full: 256 fill an H200's 132
-/// compute units twice (two 128-row workgroups share one). Products with fewer output tiles
+/// Workgroups a coop product should have for the device to be full: about two per compute
+/// unit of a large GPU (two 128-row workgroups share one). Products with fewer output tiles
 /// are split along k ([`coop_splits`]).
 const COOP_FILL: u64 = 256;
 /// The most splits along k, and the fewest 32-deep steps a split takes.
@@ -837,14 +835,10 @@ const COOP_SPLIT_STEPS: u64 = 32;
 /// Splits along k for a coop product of `tiles` output tiles (a single batch) and `k` weights
 /// a row: doubled while the workgroups stay within [`COOP_FILL`] and each split keeps at
 /// least [`COOP_SPLIT_STEPS`] steps of 32, up to [`COOP_MAX_SPLITS`]. Each split's f32 sum
-/// goes to scratch, and `mul_mat_split.wgsl` adds them into the result. A prefill of 512
-/// tokens through a 4096-wide layer has 128 tiles of 128 × 128 (q, o, the down projection)
-/// or 64 of 128 × 64 (k and v of 1,024 rows): one workgroup per H200 compute unit or fewer,
-/// each waiting on its loads alone. Split, on an H200, the 8B's down projection (q4_0) took
-/// 372 instead of 571 µs, its k/v (q4_K) 80 instead of 176, and pp512 of the Llama 3.1 8B
-/// q4_0 and q4_K shapes went from 6,766 and 5,195 to 7,952 and 6,304 t/s, the 3.2 1B's from
-/// 29,058 to 34,470. Filling 512 workgroups, or splits of 16 steps, was no faster for the 8B
-/// and slower for the 1B (30,300-30,500).
+/// goes to scratch, and `mul_mat_split.wgsl` adds them into the result. Splitting pays where a
+/// product has about one workgroup per compute unit or fewer (a 512-token prefill's 4096-wide
+/// projections), each waiting on its loads alone; filling more workgroups or taking shorter
+/// splits does not pay (bench/results/history.md, "coop split-k").
 fn coop_splits(tiles: u64, batches: u64, k: u64) -> u64 {
     let steps = k / 32;
     let mut s = 1;

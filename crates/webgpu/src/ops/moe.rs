@@ -19,10 +19,8 @@ use crate::variants::Family;
 
 /// (Slot, token) columns per expert, on average, from which mul_mat_id runs the tiled kernels:
 /// the mat-vec reads an expert's weights once per column routed to it, a tile once per 64, but
-/// a tile's steps cost the same however few of its columns are routed. On an H200, Qwen3-30B-
-/// A3B's gate shape (8 of 128 q4_K experts of 768 × 2048) took the mat-vec 72, 250 and 1,913
-/// µs for 16, 64 and 512 tokens (1, 4 and 32 columns an expert), the routed coop tiles 262,
-/// 378 and 419: even at about 6 columns an expert.
+/// a tile's steps cost the same however few of its columns are routed, so the tiles win only
+/// from several columns an expert (bench/results/history.md, "MoE tiled threshold").
 const TILED_COLS_PER_EXPERT: u64 = 8;
 /// Invocations of a `moe_route.wgsl` workgroup.
 const ROUTE_WG: u32 = 256;
