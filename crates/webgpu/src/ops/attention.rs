@@ -29,13 +29,9 @@ const VEC_LONG_KV: u64 = 4096;
 /// Keys an octet takes a step over split walks with subgroups, for K heads of `d` values over
 /// `n_kv` keys: 2 for heads of at most 64 values or past [`VEC_LONG_KV`] keys, else
 /// [`VEC_KEYS`]. Fewer keys a step hold fewer K/V loads a lane; the walk takes twice the steps
-/// and its splits are cut in its 32-key steps. On an H200, tg64 against 4 keys everywhere
-/// (one call, 8,192-key caches): after 8,064 keys SmolLM2's shape 701 to 735 t/s, Llama 3.2
-/// 1B's 697 to 749, Llama 3.1 8B's 216.2 to 224.3; after 3,968 keys SmolLM2 725 to 785 and
-/// the 1B 848 to 875 (heads of 64); `ops --large` over 32,768 keys (8B shape) 175.5 to 140.4
-/// µs. In earlier calls the 8B's heads of 128 lost with 2 keys after 3,968 keys (tg64 258.5 to
-/// 254.0; `ops --large` over 4,096 keys 24.0 to 29.8 µs), so they keep 4 up to 4,096 keys; and
-/// cutting the 4-key walks finer instead (128 splits over 8,064 keys) lost: 8B 218.6 to 209.9.
+/// and its splits are cut in its 32-key steps. Larger heads over shorter caches run faster
+/// with 4, and more splits of 4-key walks do not stand in for 2 (bench/results/history.md,
+/// "vec split-walk keys").
 fn split_keys(d: u64, n_kv: u64) -> u32 {
     match d <= 64 || n_kv > VEC_LONG_KV {
         true => 2,
@@ -46,13 +42,8 @@ fn split_keys(d: u64, n_kv: u64) -> u32 {
 /// (invocations, keys an octet takes a step). The planner takes the first whose invocations
 /// and workgroup memory ([`vec_storage`]) the device has. Early in a generation one step
 /// covers every visible key, and the step is shorter with fewer keys a lane: with few
-/// workgroups, more lanes each waiting on fewer K/V rows win. On an H200 at ctx 640, tg128:
-/// - 256 lanes of 4 keys instead of 128: SmolLM2, 1B and 8B shapes 746, 626, 211 to 785,
-///   641, 217 t/s (split walks were slower with 256);
-/// - 256 of 2 instead of 256 of 4: 8B q4_K and q4_0 308.5 and 330.9 to 314.7 and 338.2, 1B
-///   q4_0 ~1,000 to 1,022-1,027, SmolLM2 944-947 to 969-974 (split walks: [`split_keys`]);
-/// - 512 of 1 instead of 256 of 2: 8B q4_K 322.4 to 326.7, 1B q4_0 1,021 to 1,029, SmolLM2
-///   968 to 982 (512 of 2: 323.9, 1,022, 964; 128 of 2: 310.4, 992, 921).
+/// workgroups, more lanes each waiting on fewer K/V rows win (split walks keep [`WG_VEC`]
+/// lanes and [`split_keys`]; bench/results/history.md, "vec unsplit shapes").
 const VEC_UNSPLIT_SHAPES: [(u32, u32); 3] = [(512, 1), (256, 2), (WG_VEC, VEC_KEYS)];
 /// Invocations per workgroup of `flash_attn_combine.wgsl`.
 const WG_COMBINE: u32 = 256;
@@ -60,9 +51,9 @@ const WG_COMBINE: u32 = 256;
 const VEC_MAX_Q: u64 = 8;
 /// Most q·k sums (query heads × keys an octet takes) a step of `flash_attn_vec.wgsl` exchanges
 /// without subgroups: its split walks then take 1 key an octet and at most 4 heads. Chromium's
-/// SwiftShader (the browser tests' WebGPU, and a browser's without a GPU) took 163 s to build
-/// and run an 8-head attention case on 4 heads of 4 keys, lost the device on 8 of 4, and took
-/// 2.4 s on 4 of 1. The unsplit shapes take one head, so at most 4 too.
+/// SwiftShader (the browser tests' WebGPU, and a browser's without a GPU) builds and runs more
+/// sums a step far slower, or loses the device. The unsplit shapes take one head, so at most 4
+/// too (bench/results/history.md, "vec sums without subgroups").
 const VEC_SUMS_WITHOUT_SUBGROUPS: u64 = 4;
 
 /// Workgroup memory of `flash_attn_vec.wgsl` with the shape of `o` (its variables' sizes, each
@@ -88,9 +79,8 @@ const VEC_MAX_HEAD: u64 = 256;
 const VEC_MAX_OUT: u64 = 512;
 /// Over caches of at most this many keys (past [`VEC_UNSPLIT_KV`], which take one head a
 /// workgroup) a vec workgroup keeps half as many output values: with fewer registers held,
-/// the short walks' fixed costs shrink. On an H200 (Llama 8B shape,
-/// 32/8 heads of 128): 2 heads a workgroup cut a 640-key decode step's attention from 780 to
-/// 620 µs (under per-dispatch timestamps) but took 32 instead of 25 µs over 4,096 keys.
+/// the short walks' fixed costs shrink, while longer walks gain more from more heads sharing
+/// each K/V read (bench/results/history.md, "vec heads over short caches").
 const VEC_SHORT_KV: u64 = 2048;
 /// Most query heads a vec workgroup takes.
 const VEC_MAX_HEADS: u64 = 8;
@@ -101,18 +91,16 @@ const VEC_MIN_STEPS: u64 = 2;
 /// Caches of at most this many keys run the vec kernel unsplit: one workgroup per head group
 /// walks the visible keys, and the combine dispatch and its scratch round trip go. A model
 /// passes its whole cache, so early in a generation most keys are masked and a split would
-/// mostly find none. On an H200, tg128 of the SmolLM2, Llama 1B and 8B shapes went from 672,
-/// 576, 202 to 719, 606, 208 t/s over a 640-key cache and to 717, 601, 208 over 1,024 keys;
-/// over 2,048 keys unsplit still won (708, 593, 204), but a full cache would then be one
-/// workgroup's walk. A workgroup then takes one query head: over 640 keys that took tg128 of
-/// the same shapes from 729, 615, 209.7 to 744, 626, 210.6 t/s.
+/// mostly find none; the limit stays short because a cache full up to it is one workgroup's
+/// walk. A workgroup then takes one query head, so more workgroups walk the keys side by side
+/// (bench/results/history.md, "vec unsplit caches").
 const VEC_UNSPLIT_KV: u64 = 1024;
 /// Workgroups a split attention aims for: enough to fill a large GPU several times over.
 const SPLIT_TARGET_GROUPS: u64 = 1024;
 /// The vec kernel's shape on a CPU adapter ([`crate::KernelShapes`]), at any cache length and
 /// row count: one octet of one key a step, and the workgroups a split attention aims for
-/// there. SmolLM2's decode attention (9 heads over 6 keys) took 16 ms a step on Chromium's
-/// SwiftShader against 1.0-1.2 s at 512 lanes (`bench --profile`, two runs).
+/// there. A CPU adapter runs a workgroup's barriers as coroutine switches, so the kernel's
+/// fewest lanes, one octet, cost least (bench/results/history.md, "vec shape on CPU adapters").
 const CPU_VEC_SHAPE: (u32, u32) = (8, 1);
 const CPU_SPLIT_TARGET_GROUPS: u64 = 64;
 /// Query rows per workgroup of `flash_attn_tile.wgsl`, most first: the planner takes the first
@@ -468,14 +456,8 @@ fn plan(
     }
     // The vec kernel sums across octets of lanes: through subgroup shuffles with subgroups of 8
     // to WG_VEC lanes, else through workgroup memory (browsers, whose WGSL cannot enable
-    // subgroups yet). On an H200 with `--subgroups off --coop off`, against `flash_attn.wgsl`:
-    // tg128 at ctx 640 of the SmolLM2, Llama 1B and 8B shapes from 731, 839, 280 t/s to 965,
-    // 1,017, 328 (with subgroups: 996, 1,039, 345); its result rounded for the output
-    // projection there too (Q8X): the 8B's 326 to 336. Split walks were measured with 4 keys an
-    // octet: after 3,968 keys from 596, 548, 171 to 708, 824, 255. With 1 key
-    // (`VEC_SUMS_WITHOUT_SUBGROUPS`), another call: the 1B and 8B after 3,968 keys 804.6 and
-    // 254.8 (native 849.0, 258.5); 4,096 and 32,768 keys of the 8B 26.9 and 160.1 µs (native
-    // 24.1, 175.3; the old kernel 97.8 and 656-1,556).
+    // subgroups yet). Without subgroups it still beats `flash_attn.wgsl` on decode, unsplit and
+    // split (bench/results/history.md, "vec kernel without subgroups").
     let lanes_least = if cpu { CPU_VEC_SHAPE.0 } else { WG_VEC };
     let subgroups = ctx.caps.subgroups
         && ctx.caps.subgroup_min_size >= 8
@@ -970,8 +952,8 @@ mod tests {
 
     #[test]
     fn unsplit_walks_take_the_most_lanes_the_device_has_room_for() {
-        // Llama 8B (heads of 128) on an H200 (1,024 invocations, 48 KiB), on WebGPU's default
-        // 256 invocations, and on lavapipe's 32 KiB; Gemma 3's heads of 256 need 64 KiB for 512.
+        // Llama 8B (heads of 128) on 1,024 invocations and 48 KiB, on WebGPU's default 256
+        // invocations, and on lavapipe's 32 KiB; Gemma 3's heads of 256 need 64 KiB for 512.
         assert_eq!(vec_shape(128, 640, 1024, 49152), (512, 1));
         assert_eq!(vec_shape(128, 640, 256, 49152), (256, 2));
         assert_eq!(vec_shape(128, 640, 1024, 32768), (256, 2));
