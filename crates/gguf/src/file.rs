@@ -84,6 +84,29 @@ pub struct GgufFile {
     data_offset: u64,
 }
 
+/// A file's mapping with the file itself, whose shared lock lasts as long as the mapping.
+struct Mapped {
+    map: Mmap,
+    _file: File,
+}
+
+impl AsRef<[u8]> for Mapped {
+    fn as_ref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+/// Whether a process holds `path` open as a model ([`GgufFile::open`]'s shared lock), checked
+/// by taking the exclusive lock for a moment. `false` also where the file system has no locks.
+pub fn in_use(path: &Path) -> std::io::Result<bool> {
+    let file = File::open(path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(false),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(true),
+        Err(std::fs::TryLockError::Error(_)) => Ok(false),
+    }
+}
+
 impl GgufFile {
     /// Maps the file at `path` into memory and parses it (not in the browser, which has no files:
     /// use [`GgufFile::from_bytes`]).
@@ -102,7 +125,10 @@ impl GgufFile {
         // or rewrites the file while it is mapped; like every mmap-based model loader (llama.cpp,
         // candle) we accept that model files are not modified while in use.
         let map = unsafe { Mmap::map(&file) }.map_err(open_err)?;
-        GgufFile::from_bytes(Bytes::from_owner(map))
+        // A shared advisory lock while any of the bytes live, so that `wgllm rm` sees the file
+        // in use; a file system without locks only loses that check.
+        let _ = file.try_lock_shared();
+        GgufFile::from_bytes(Bytes::from_owner(Mapped { map, _file: file }))
     }
 
     /// Parses a whole GGUF file held in `bytes` (tests, the browser, data read from a network).

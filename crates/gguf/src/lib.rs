@@ -24,7 +24,7 @@ mod value;
 mod writer;
 
 pub use error::GgufError;
-pub use file::{GgufFile, TensorInfo};
+pub use file::{in_use, GgufFile, TensorInfo};
 pub use stream::{GgufStream, StreamEvent, MAX_STREAMED_HEADER};
 pub use value::{Array, Value, ValueType};
 pub use writer::GgufWriter;

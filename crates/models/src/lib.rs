@@ -2,6 +2,8 @@
 //! (`arch`), sessions holding the KV cache (`session`), the model cache (`pull`).
 
 pub mod arch;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod cache;
 pub mod config;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod convert;

@@ -164,3 +164,67 @@ fn ops_checks_kernels_and_reports_speed() {
         "{out}"
     );
 }
+
+#[test]
+fn cached_models_are_listed_and_removed_unless_in_use() {
+    let s = Scratch::new("cache");
+    let cache = s.path("xdg");
+    let env = [("XDG_CACHE_HOME", cache.as_str())];
+    let o = wgllm(&["list"], &env);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).starts_with("no models in"),
+        "{}",
+        text(&o.stdout)
+    );
+    let file = std::path::Path::new(&cache).join("wgllm/models/hf/o/r/main/tiny.gguf");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::copy(tiny(&s), &file).unwrap();
+    let o = wgllm(&["list"], &env);
+    let listed = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let row = listed.lines().nth(1).unwrap_or_default();
+    for want in ["hf:o/r/tiny.gguf", "llama", "q8_0", "hf"] {
+        assert!(row.contains(want), "{want} in {listed}");
+    }
+    // A chat holding the model open: rm refuses it until the chat ends.
+    let mut chat = std::process::Command::new(env!("CARGO_BIN_EXE_wgllm"))
+        .args([
+            "chat",
+            "-m",
+            file.to_str().unwrap(),
+            "--backend",
+            "cpu",
+            "-c",
+            "64",
+        ])
+        .env("XDG_CACHE_HOME", &cache)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !wgllm_gguf::in_use(&file).unwrap() {
+        assert!(
+            t0.elapsed().as_secs() < 60,
+            "the chat never opened the model"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let o = wgllm(&["rm", "hf:o/r/tiny.gguf"], &env);
+    assert_one_error_line(&o, "in use by a running wgllm");
+    assert!(file.exists());
+    drop(chat.stdin.take());
+    assert!(chat.wait().unwrap().success());
+    let o = wgllm(&["rm", "hf:o/r/tiny.gguf"], &env);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).starts_with("removed "),
+        "{}",
+        text(&o.stdout)
+    );
+    assert!(!file.exists());
+    let o = wgllm(&["rm", "hf:o/r/tiny.gguf"], &env);
+    assert_one_error_line(&o, "no cached model 'hf:o/r/tiny.gguf'");
+}

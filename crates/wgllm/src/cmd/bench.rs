@@ -683,7 +683,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
 }
 
 /// `4.33 GiB`, `82.1 MiB`, as llama-bench writes sizes.
-fn size(bytes: u64) -> String {
+pub(crate) fn size(bytes: u64) -> String {
     match bytes >= 1 << 30 {
         true => format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64),
         false => format!("{:.2} MiB", bytes as f64 / (1u64 << 20) as f64),

