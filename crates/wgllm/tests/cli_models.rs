@@ -228,3 +228,73 @@ fn cached_models_are_listed_and_removed_unless_in_use() {
     let o = wgllm(&["rm", "hf:o/r/tiny.gguf"], &env);
     assert_one_error_line(&o, "no cached model 'hf:o/r/tiny.gguf'");
 }
+
+#[test]
+fn chat_outlives_its_context_and_saves_loads_and_clears_conversations() {
+    let s = Scratch::new("chat");
+    let f = wgllm_gguf::GgufFile::open(tiny(&s)).unwrap();
+    let template = "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}\
+                    {% if add_generation_prompt %}assistant: {% endif %}";
+    let meta = (
+        "tokenizer.chat_template".to_string(),
+        wgllm_gguf::Value::String(template.into()),
+    );
+    let m = s.path("chat.gguf");
+    let bytes = wgllm_gguf::GgufWriter::with_metadata(&f, [meta])
+        .unwrap()
+        .to_vec();
+    std::fs::write(&m, bytes).unwrap();
+    let conv = s.path("conv.json");
+    let lines = [
+        "the first message of this chat".to_string(),
+        "a second message to fill it".into(),
+        "a third one, so the first goes".into(),
+        format!("/save {conv}"),
+        "/clear".into(),
+        format!("/load {conv}"),
+        "/bogus".into(),
+        "x".repeat(200),
+        "a last short one".into(),
+    ];
+    let mut chat = std::process::Command::new(env!("CARGO_BIN_EXE_wgllm"))
+        .args(["chat", "-m", &m, "--backend", "cpu", "-c", "160", "-n", "6"])
+        .args(["--temp", "0", "--system", "be brief"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = chat.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, (lines.join("\n") + "\n").as_bytes()).unwrap();
+    drop(stdin);
+    let o = chat.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("[context full (160 tokens): dropped the"),
+        "{err}"
+    );
+    assert!(err.contains("[conversation cleared]"), "{err}");
+    assert!(err.contains("error: unknown command /bogus"), "{err}");
+    assert!(err.contains("for the answer: not sent"), "{err}");
+    // Four answers: the three turns before the commands and the last one.
+    assert_eq!(err.matches(" t/s]").count(), 4, "{err}");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&conv).unwrap()).unwrap();
+    let saved = saved.as_array().unwrap();
+    assert_eq!(
+        saved[0]["role"], "system",
+        "the system message stays: {saved:?}"
+    );
+    assert_eq!(saved.last().unwrap()["role"], "assistant");
+    assert!(
+        !saved
+            .iter()
+            .any(|m| m["content"] == "the first message of this chat"),
+        "the oldest turn was dropped: {saved:?}"
+    );
+    assert!(
+        err.contains(&format!("[loaded {} messages from {conv}]", saved.len())),
+        "{err}"
+    );
+}

@@ -8,10 +8,10 @@
 //! `pycompat`.
 
 use minijinja::{context, Environment, Error, ErrorKind};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One message of a conversation.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {
     /// `system`, `user`, `assistant` or `tool` (templates may accept others).
     pub role: String,
@@ -19,10 +19,10 @@ pub struct ChatMessage {
     pub content: String,
     /// An assistant's calls, as OpenAI writes them (`[{"id", "type": "function", "function":
     /// {"name", "arguments"}}]`, the arguments an object as templates expect).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<serde_json::Value>,
     /// A tool's answer: the call it answers.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_id: Option<String>,
 }
 

@@ -1,14 +1,15 @@
 //! `wgllm chat`: an interactive conversation through the model's chat template. Each turn
 //! re-renders the whole conversation and evaluates only the tokens after the part the KV cache
-//! already holds.
+//! already holds. When the conversation outgrows the context, its oldest turns after the system
+//! message are dropped (and it says so); `/clear`, `/save FILE` and `/load FILE` manage it.
 
 use std::io::{BufRead, Write};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args as ClapArgs;
 use wgllm_models::generate::{generate, reusable_prefix};
 use wgllm_models::sampler::Sampler;
-use wgllm_models::tokenizer::ChatMessage;
+use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
 
 use super::run::{note_missing_template, ModelArgs, SamplingArgs};
 
@@ -27,17 +28,23 @@ pub struct Args {
     pub sampling: SamplingArgs,
 }
 
+/// What the commands of a chat line do.
+const HELP: &str = "commands: /clear (start over, keeping the system message), /save FILE, \
+                    /load FILE (the conversation as a JSON array of messages), /help; an empty \
+                    line quits";
+
 /// Reads user turns from stdin (one line each; an empty line or end of input quits) and streams
 /// the answers to `out`.
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let mut m = args.model.load(false)?;
     note_missing_template(&m.tokenizer);
     let mut sampler = Sampler::new(args.sampling.config());
-    let mut messages: Vec<ChatMessage> = args
+    let system: Vec<ChatMessage> = args
         .system
         .iter()
         .map(|s| ChatMessage::new("system", s.clone()))
         .collect();
+    let mut messages = system.clone();
     let mut cached: Vec<u32> = Vec::new();
     let stdin = std::io::stdin();
     loop {
@@ -47,11 +54,30 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         if stdin.lock().read_line(&mut line)? == 0 || line.trim().is_empty() {
             break;
         }
-        messages.push(ChatMessage::new(
-            "user",
-            line.trim_end_matches(['\r', '\n']),
-        ));
-        let ids = m.tokenizer.chat_ids(&messages)?;
+        let line = line.trim_end_matches(['\r', '\n']);
+        if let Some(cmd) = line.strip_prefix('/') {
+            match command(cmd, &mut messages, &system) {
+                Ok(said) => eprintln!("[{said}]"),
+                Err(e) => eprintln!("error: {e:#}"),
+            }
+            continue;
+        }
+        messages.push(ChatMessage::new("user", line));
+        let n_ctx = m.session.n_ctx();
+        let reserve = args.n_predict.min(n_ctx / 4).max(1);
+        let (ids, dropped) = fit(&m.tokenizer, &mut messages, n_ctx - reserve)?;
+        if dropped > 0 {
+            eprintln!("[context full ({n_ctx} tokens): dropped the {dropped} oldest message(s)]");
+        }
+        if ids.len() + reserve > n_ctx {
+            messages.pop();
+            eprintln!(
+                "error: this message takes {} tokens with the conversation's start; the \
+                 context holds {n_ctx} (-c) with {reserve} for the answer: not sent",
+                ids.len()
+            );
+            continue;
+        }
         // Reuse the cached prefix; evaluate the rest.
         let common = reusable_prefix(&cached, &ids);
         m.session.truncate(common);
@@ -61,7 +87,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
             &m.tokenizer,
             &mut sampler,
             &ids[common..],
-            args.n_predict,
+            args.n_predict.min(n_ctx - ids.len()),
             |t| {
                 answer.push_str(t);
                 out.write_all(t.as_bytes())
@@ -83,4 +109,57 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         messages.push(ChatMessage::new("assistant", answer));
     }
     Ok(())
+}
+
+/// The conversation's tokens, after dropping its oldest messages (the system message stays,
+/// and the last one) until they fit in `room` tokens where they can; how many were dropped.
+fn fit(tok: &Tokenizer, messages: &mut Vec<ChatMessage>, room: usize) -> Result<(Vec<u32>, usize)> {
+    let mut dropped = 0;
+    loop {
+        let ids = tok.chat_ids(messages)?;
+        let first = messages.iter().take_while(|m| m.role == "system").count();
+        if ids.len() <= room || first + 1 >= messages.len() {
+            return Ok((ids, dropped));
+        }
+        // A whole turn goes: the oldest message and the replies up to the next user message.
+        let end = (first + 1..messages.len() - 1)
+            .find(|&i| messages[i].role == "user")
+            .unwrap_or(messages.len() - 1);
+        dropped += end - first;
+        messages.drain(first..end);
+    }
+}
+
+/// Runs the chat command `cmd` (after its `/`); what it did.
+fn command(cmd: &str, messages: &mut Vec<ChatMessage>, system: &[ChatMessage]) -> Result<String> {
+    let (name, arg) = cmd.split_once(' ').unwrap_or((cmd, ""));
+    let arg = arg.trim();
+    let need_file = || match arg.is_empty() {
+        true => anyhow::bail!("/{name} needs a file name"),
+        false => Ok(arg),
+    };
+    Ok(match name {
+        "clear" => {
+            *messages = system.to_vec();
+            "conversation cleared".into()
+        }
+        "save" => {
+            let f = need_file()?;
+            std::fs::write(f, serde_json::to_string_pretty(messages)? + "\n")
+                .with_context(|| format!("writing {f}"))?;
+            format!("saved {} messages to {f}", messages.len())
+        }
+        "load" => {
+            let f = need_file()?;
+            let text = std::fs::read_to_string(f).with_context(|| format!("reading {f}"))?;
+            let loaded: Vec<ChatMessage> = serde_json::from_str(&text).with_context(|| {
+                format!("{f} is not a conversation (a JSON array of {{\"role\", \"content\"}})")
+            })?;
+            let n = loaded.len();
+            *messages = loaded;
+            format!("loaded {n} messages from {f}")
+        }
+        "help" => HELP.into(),
+        _ => anyhow::bail!("unknown command /{name}; {HELP}"),
+    })
 }
