@@ -33,8 +33,10 @@ const MAX_HOPS: usize = 5;
 /// Why an `hf:` model could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum HfError {
-    #[error("malformed model spec '{spec}': {why} (expected hf:OWNER/REPO/FILE.gguf, optionally followed by @REVISION)")]
+    #[error("malformed model spec '{spec}': {why} (expected hf:OWNER/REPO/FILE.gguf or hf:OWNER/REPO:QUANT, optionally followed by @REVISION)")]
     BadSpec { spec: String, why: String },
+    #[error("{spec}: {why}")]
+    Pick { spec: String, why: String },
     #[error("Hugging Face endpoint '{0}' is not an http:// or https:// URL")]
     BadEndpoint(String),
     #[error("{repo} needs a Hugging Face access token (HTTP {status} from {host}): the repository is gated or private; request access on its page, then set HF_TOKEN")]
@@ -323,6 +325,11 @@ fn status_error(
             status,
             host,
         },
+        (404, _) if spec.file.is_empty() => HfError::NotFound {
+            what: format!("{repo} at revision '{}' not found", spec.revision),
+            status,
+            host,
+        },
         (404, _) => HfError::NotFound {
             what: format!(
                 "{repo} has no file '{}' at revision '{}'",
@@ -369,6 +376,52 @@ fn agent() -> ureq::Agent {
         .timeout_recv_response(Some(Duration::from_secs(60)))
         .build()
         .into()
+}
+
+/// The paths of every file in a repository at `revision`, from the Hub's tree API
+/// (`/api/models/OWNER/REPO/tree/REVISION?recursive=true`, its first page: a thousand entries).
+pub fn list_files(
+    owner: &str,
+    repo: &str,
+    revision: &str,
+    hub: &HubConfig,
+) -> Result<Vec<String>, HfError> {
+    let url = format!(
+        "{}/api/models/{owner}/{repo}/tree/{}?recursive=true",
+        hub.endpoint.trim_end_matches('/'),
+        revision.replace('/', "%2F")
+    );
+    let mut req = agent().get(&url);
+    if let Some(token) = &hub.token {
+        req = req.header("Authorization", format!("Bearer {token}"));
+    }
+    let mut resp = req.call().map_err(|e| net_error(&url, e))?;
+    let status = resp.status().as_u16();
+    if !(200..300).contains(&status) {
+        let spec = HfSpec {
+            owner: owner.into(),
+            repo: repo.into(),
+            file: String::new(),
+            revision: revision.into(),
+        };
+        return Err(status_error(status, resp.headers(), &spec, hub, &url));
+    }
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(64 << 20)
+        .read_to_string()
+        .map_err(|e| net_error(&url, e))?;
+    let entries: Vec<serde_json::Value> =
+        serde_json::from_str(&body).map_err(|e| HfError::Pick {
+            spec: format!("{PREFIX}{owner}/{repo}"),
+            why: format!("the Hub's file list did not parse: {e}"),
+        })?;
+    Ok(entries
+        .iter()
+        .filter(|e| e["type"] == "file")
+        .filter_map(|e| e["path"].as_str().map(str::to_string))
+        .collect())
 }
 
 /// `HEAD` on the resolve URL without following the redirect to the content store (relative

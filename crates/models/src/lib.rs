@@ -13,6 +13,8 @@ pub mod error;
 pub mod generate;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod hf;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod hf_tag;
 pub mod perplexity;
 pub mod pull;
 pub mod reference;

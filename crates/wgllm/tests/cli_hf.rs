@@ -13,6 +13,11 @@ use common::{assert_one_error_line, text, tiny, wgllm, Scratch};
 
 /// Serves `bytes` at `path` (HEAD and GET, no ranges) and 404 elsewhere; returns the endpoint.
 fn serve(path: &'static str, bytes: Vec<u8>) -> String {
+    serve_all(vec![(path, bytes)])
+}
+
+/// Serves each route's bytes at its path (with its query) and 404 elsewhere.
+fn serve_all(routes: Vec<(&'static str, Vec<u8>)>) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}", listener.local_addr().unwrap());
     std::thread::spawn(move || {
@@ -29,10 +34,9 @@ fn serve(path: &'static str, bytes: Vec<u8>) -> String {
             }
             let mut it = line.split_whitespace();
             let (method, target) = (it.next().unwrap_or(""), it.next().unwrap_or(""));
-            let (status, body): (&str, &[u8]) = if target == path {
-                ("200 OK", &bytes)
-            } else {
-                ("404 Not Found", b"")
+            let (status, body): (&str, &[u8]) = match routes.iter().find(|r| r.0 == target) {
+                Some((_, bytes)) => ("200 OK", bytes),
+                None => ("404 Not Found", b""),
             };
             let _ = write!(
                 conn,
@@ -107,8 +111,8 @@ fn hf_failures_are_one_error_line() {
     let cache = s.path("cache");
     let env = [("XDG_CACHE_HOME", cache.as_str())];
     let endpoint = serve(RESOLVE, b"GGUF".to_vec());
-    let o = wgllm(&["tokenize", "-m", "hf:test-org/tiny-GGUF", "x"], &env);
-    assert_one_error_line(&o, "malformed model spec 'hf:test-org/tiny-GGUF'");
+    let o = wgllm(&["tokenize", "-m", "hf:test-org", "x"], &env);
+    assert_one_error_line(&o, "malformed model spec 'hf:test-org'");
     let o = wgllm(
         &[
             "run",
@@ -137,4 +141,54 @@ fn hf_failures_are_one_error_line() {
         &env,
     );
     assert_one_error_line(&o, "cannot reach 127.0.0.1:1");
+}
+
+#[test]
+fn quant_tags_pick_the_repository_file_online_and_offline() {
+    let s = Scratch::new("tag");
+    let cache = s.path("cache");
+    let env = [("XDG_CACHE_HOME", cache.as_str())];
+    let tree = br#"[{"type":"file","path":"README.md"},{"type":"directory","path":"q"},
+        {"type":"file","path":"q/tiny-Q8_0.gguf"},{"type":"file","path":"q/tiny-Q4_K_M.gguf"},
+        {"type":"file","path":"tiny-F16-00001-of-00002.gguf"},
+        {"type":"file","path":"tiny-F16-00002-of-00002.gguf"}]"#;
+    let endpoint = serve_all(vec![
+        (
+            "/api/models/test-org/tiny-GGUF/tree/main?recursive=true",
+            tree.to_vec(),
+        ),
+        (
+            "/test-org/tiny-GGUF/resolve/main/q/tiny-Q8_0.gguf",
+            std::fs::read(tiny(&s)).unwrap(),
+        ),
+    ]);
+    let tokenize = |spec: &str, endpoint: &str| {
+        wgllm(
+            &[
+                "tokenize",
+                "-m",
+                spec,
+                "--hf-endpoint",
+                endpoint,
+                "--no-special",
+                "hi!",
+            ],
+            &env,
+        )
+    };
+    let o = tokenize("hf:test-org/tiny-GGUF:q8_0", &endpoint);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "104\n105\n33\n");
+    let o = tokenize("hf:test-org/tiny-GGUF:Q5_K", &endpoint);
+    assert_one_error_line(&o, "no .gguf file of the repository has the tag Q5_K");
+    let o = tokenize("hf:test-org/tiny-GGUF:F16", &endpoint);
+    assert_one_error_line(&o, "is the first of 2 split files");
+    // Without a tag, Q4_K_M: listed, but this server has no such file.
+    let o = tokenize("hf:test-org/tiny-GGUF", &endpoint);
+    assert_one_error_line(&o, "has no file 'q/tiny-Q4_K_M.gguf'");
+    // Offline, the tag resolves against what the cache holds.
+    let o = tokenize("hf:test-org/tiny-GGUF:Q8_0", "http://127.0.0.1:1");
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = tokenize("hf:test-org/tiny-GGUF:Q6_K", "http://127.0.0.1:1");
+    assert_one_error_line(&o, "no .gguf file of the repository has the tag Q6_K");
 }

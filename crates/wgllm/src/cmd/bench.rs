@@ -53,7 +53,8 @@ pub enum Format {
 /// Arguments of `wgllm bench`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// GGUF file, a known model name (`smollm2`, `gemma3-270m`) or `hf:OWNER/REPO/FILE.gguf`;
+    /// GGUF file, a known model name (`smollm2`, `gemma3-270m`), `hf:OWNER/REPO/FILE.gguf` or
+    /// `hf:OWNER/REPO:QUANT` (by quant tag);
     /// default: smollm2.
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,

@@ -8,6 +8,7 @@ use clap::Args as ClapArgs;
 use indicatif::ProgressDrawTarget;
 use wgllm_models::config::{model_cache_dir, HubConfig};
 use wgllm_models::hf::{self, HfSpec};
+use wgllm_models::hf_tag::{self, TaggedSpec};
 use wgllm_models::pull::{self, KNOWN_MODELS};
 
 /// Where `hf:` models come from.
@@ -22,7 +23,7 @@ pub struct HubArgs {
 /// Arguments of `wgllm pull`.
 #[derive(ClapArgs, Debug)]
 pub struct Args {
-    /// Model to download (`smollm2`, `gemma3-270m`, `hf:OWNER/REPO/FILE.gguf[@REVISION]`);
+    /// Model to download (`smollm2`, `gemma3-270m`, `hf:OWNER/REPO/FILE.gguf[@REVISION]`, `hf:OWNER/REPO[:QUANT][@REVISION]`);
     /// without a name, list the known models.
     pub name: Option<String>,
     #[command(flatten)]
@@ -59,12 +60,16 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
 }
 
 /// Resolves `-m`: a path to a GGUF file, the name of a known model (pulled on first use), or
-/// `hf:OWNER/REPO/FILE.gguf[@REVISION]` (downloaded on first use). Without `-m`, the default model.
+/// `hf:OWNER/REPO/FILE.gguf[@REVISION]` or `hf:OWNER/REPO[:QUANT]` (the file of that quant tag,
+/// Q4_K_M by default), downloaded on first use. Without `-m`, the default model.
 pub fn resolve_model(m: Option<&str>, hub: &HubArgs) -> Result<PathBuf> {
     let spec = m.unwrap_or(KNOWN_MODELS[0].name);
     if HfSpec::is_hf(spec) {
-        let hf_spec = HfSpec::parse(spec)?;
         let config = HubConfig::from_env(hub.hf_endpoint.clone());
+        let hf_spec = match TaggedSpec::parse(spec) {
+            Some(_) => hf_tag::resolve(spec, &config, &model_cache_dir())?,
+            None => HfSpec::parse(spec)?,
+        };
         return hf::fetch(
             &hf_spec,
             &config,

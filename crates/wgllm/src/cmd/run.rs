@@ -69,8 +69,9 @@ impl SamplingArgs {
 /// Model and context flags shared by the commands that load a model.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct ModelArgs {
-    /// GGUF file, a known model name (`smollm2`, `gemma3-270m`) or `hf:OWNER/REPO/FILE.gguf`
-    /// (`@REVISION` optional); default: smollm2. Downloaded on first use.
+    /// GGUF file, a known model name (`smollm2`, `gemma3-270m`), `hf:OWNER/REPO/FILE.gguf` or
+    /// `hf:OWNER/REPO:QUANT` (the file of that quant tag, Q4_K_M by default) (`@REVISION`
+    /// optional); default: smollm2. Downloaded on first use.
     #[arg(short = 'm', long = "model")]
     pub model: Option<String>,
     #[command(flatten)]
