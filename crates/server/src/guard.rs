@@ -11,7 +11,8 @@
 //!   route's answer must come within the request timeout (504).
 //!
 //! Each answer is logged in one line: method, path, status, milliseconds to the answer's head,
-//! and the `x-request-id` the route gave it.
+//! and the `x-request-id` the route gave it. The refusals are counted by status
+//! ([`Refusals`]), and a server's `/metrics` answer gets their counter appended.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 
 use crate::error::ApiError;
+use crate::metrics::Refusals;
 use crate::HttpConfig;
 
 /// The checks of one server.
@@ -33,6 +35,7 @@ pub(crate) struct Guard {
     pub max_body: usize,
     /// The server listens on a loopback address: the `Host` check applies.
     pub loopback: bool,
+    pub refusals: Arc<Refusals>,
 }
 
 /// When the route's answer is due; routes that stream read it to end their streams on time.
@@ -56,6 +59,10 @@ async fn check(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Respons
         req.uri().path().to_owned(),
     );
     let r = checked(&g, req, next).await;
+    let r = match (method == Method::GET && path == "/metrics", r.status()) {
+        (true, StatusCode::OK) => with_refusals(r, &g.refusals).await,
+        _ => r,
+    };
     let status = r.status().as_u16();
     let id = r
         .headers()
@@ -71,9 +78,14 @@ async fn check(State(g): State<Arc<Guard>>, req: Request, next: Next) -> Respons
 }
 
 async fn checked(g: &Guard, req: Request, next: Next) -> Response {
+    let refuse = |e: ApiError| {
+        let r = e.into_response();
+        g.refusals.count(r.status().as_u16());
+        r
+    };
     let origin = match g.origin(req.headers()) {
         Ok(o) => o,
-        Err(e) => return e.into_response(),
+        Err(e) => return refuse(e),
     };
     // A preflight carries no credentials and no body: answered here for allowed origins.
     if req.method() == Method::OPTIONS && origin.is_some() {
@@ -89,10 +101,10 @@ async fn checked(g: &Guard, req: Request, next: Next) -> Response {
             req.extensions_mut().insert(Deadline { at, limit });
             match tokio::time::timeout_at(at.into(), next.run(req)).await {
                 Ok(r) => r,
-                Err(_) => ApiError::timed_out(g.cfg.request_timeout.as_secs_f64()).into_response(),
+                Err(_) => refuse(ApiError::timed_out(g.cfg.request_timeout.as_secs_f64())),
             }
         }
-        Err(e) => e.into_response(),
+        Err(e) => refuse(e),
     };
     with_cors(r, origin)
 }
@@ -207,6 +219,19 @@ impl Guard {
             }
         };
         Ok(Request::from_parts(parts, Body::from(bytes)))
+    }
+}
+
+/// `r` (a `/metrics` answer) with the refusals' counter after its own text.
+async fn with_refusals(r: Response, refusals: &Refusals) -> Response {
+    let (parts, body) = r.into_parts();
+    match body.collect().await {
+        Ok(c) => {
+            let mut text = c.to_bytes().to_vec();
+            text.extend_from_slice(refusals.render().as_bytes());
+            Response::from_parts(parts, Body::from(text))
+        }
+        Err(_) => ApiError::internal("the metrics could not be read").into_response(),
     }
 }
 

@@ -231,13 +231,15 @@ pub async fn serve<S: Service>(
         shutdown.await;
         closing.close();
     };
+    let refusals = Arc::new(metrics::Refusals::default());
     let guard = guard::Guard {
         max_body: app.max_body_bytes(),
         loopback: listener.local_addr()?.ip().is_loopback(),
         cfg: http.clone(),
+        refusals: refusals.clone(),
     };
     let router = guard::wrap(app.router(), guard);
-    listen::run(listener, router, &http, shutdown).await
+    listen::run(listener, router, &http, refusals, shutdown).await
 }
 
 /// Completes at the first Ctrl-C, saying on stderr that the server is shutting down; a second

@@ -16,6 +16,7 @@ use tokio::sync::Semaphore;
 use serde_json::json;
 
 use crate::error::ApiError;
+use crate::metrics::Refusals;
 use crate::HttpConfig;
 
 /// Serves `router` on `listener` until `shutdown` completes, then waits for the open
@@ -24,6 +25,7 @@ pub(crate) async fn run(
     listener: TcpListener,
     router: axum::Router,
     cfg: &HttpConfig,
+    refusals: Arc<Refusals>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let open = Arc::new(Semaphore::new(cfg.max_connections.max(1)));
@@ -48,6 +50,7 @@ pub(crate) async fn run(
             () = &mut shutdown => break,
         };
         let Ok(permit) = open.clone().try_acquire_owned() else {
+            refusals.count(503);
             tokio::spawn(refuse(stream));
             continue;
         };

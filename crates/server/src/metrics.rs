@@ -40,6 +40,46 @@ pub struct Metrics {
     pub latency: Latencies,
 }
 
+/// Requests the HTTP layer refused before any route saw them ([`crate::guard`] and the
+/// connection cap), by status: shared by every kind of server, and appended to its `/metrics`.
+#[derive(Debug, Default)]
+pub struct Refusals {
+    counts: [AtomicU64; REFUSED.len()],
+}
+
+/// The statuses the HTTP layer answers itself, and why, as the metric's labels.
+const REFUSED: [(u16, &str); 7] = [
+    (401, "unauthorized"),
+    (403, "forbidden"),
+    (408, "body_timeout"),
+    (413, "too_large"),
+    (415, "unsupported_media_type"),
+    (503, "too_many_connections"),
+    (504, "request_timeout"),
+];
+
+impl Refusals {
+    /// Counts one refusal answered with `status` (other statuses are not the layer's own).
+    pub fn count(&self, status: u16) {
+        if let Some(i) = REFUSED.iter().position(|r| r.0 == status) {
+            self.counts[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The exposition text of the counter.
+    pub fn render(&self) -> String {
+        let name = "wgllm_http_refused_total";
+        let mut s = format!(
+            "# HELP {name} Requests refused before a route saw them, by reason.\n# TYPE {name} counter\n"
+        );
+        for ((status, why), c) in REFUSED.iter().zip(&self.counts) {
+            let n = c.load(Ordering::Relaxed);
+            let _ = writeln!(s, "{name}{{reason=\"{why}\",status=\"{status}\"}} {n}");
+        }
+        s
+    }
+}
+
 /// Histograms of request timing.
 #[derive(Debug)]
 pub struct Latencies {
@@ -275,6 +315,20 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_count_the_layers_own_statuses_only() {
+        let r = Refusals::default();
+        r.count(401);
+        r.count(401);
+        r.count(504);
+        r.count(400);
+        let text = r.render();
+        assert!(text.contains("wgllm_http_refused_total{reason=\"unauthorized\",status=\"401\"} 2"));
+        assert!(text.contains("{reason=\"request_timeout\",status=\"504\"} 1"));
+        assert!(text.contains("{reason=\"forbidden\",status=\"403\"} 0"));
+        assert!(!text.contains("\"400\""));
+    }
 
     #[test]
     fn renders_counters_and_the_rate() {

@@ -66,8 +66,15 @@ async fn the_api_key_is_asked_everywhere_but_health() {
     .await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(s.get("/health").await.0, 200);
-    assert_eq!(s.get("/metrics").await.0, 200);
     assert_eq!(s.get("/v1/models").await.0, 401);
+    // The refusals are counted: three posts and the models list.
+    let (status, metrics) = s.get("/metrics").await;
+    assert_eq!(status, 200);
+    assert!(metrics.contains("wgllm_requests_total 1"), "{metrics}");
+    assert!(
+        metrics.contains("wgllm_http_refused_total{reason=\"unauthorized\",status=\"401\"} 4"),
+        "{metrics}"
+    );
     drop(s);
 
     let http = HttpConfig {
