@@ -134,10 +134,10 @@ pub fn report(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
 
     let tensors = file.tensors();
     writeln!(out, "\ntensors: {}", tensors.len())?;
-    let rows: Vec<[String; 5]> = tensors
+    let rows: Vec<Vec<String>> = tensors
         .iter()
         .map(|t| {
-            [
+            vec![
                 t.name().to_owned(),
                 t.dtype().to_string(),
                 shape(t.shape()),
@@ -147,32 +147,9 @@ pub fn report(file: &GgufFile, out: &mut impl Write) -> io::Result<()> {
         })
         .collect();
     let head = ["name", "dtype", "shape (ne0 first)", "bytes", "offset"];
-    let mut w = head.map(str::len);
-    for r in &rows {
-        for (wi, c) in w.iter_mut().zip(r) {
-            *wi = (*wi).max(c.chars().count());
-        }
-    }
-    let line = |r: [&str; 5]| {
-        format!(
-            "  {:<w0$}  {:<w1$}  {:<w2$}  {:>w3$}  {:>w4$}",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            w0 = w[0],
-            w1 = w[1],
-            w2 = w[2],
-            w3 = w[3],
-            w4 = w[4]
-        )
-    };
     if !rows.is_empty() {
-        writeln!(out, "{}", line(head))?;
-        for r in &rows {
-            writeln!(out, "{}", line([&r[0], &r[1], &r[2], &r[3], &r[4]]))?;
-        }
+        let right = [false, false, false, true, true];
+        super::table::write(out, "  ", &head, &right, &rows)?;
     }
 
     let mut by_dtype: BTreeMap<DType, Totals> = BTreeMap::new();

@@ -60,7 +60,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         )?;
         return Ok(());
     }
-    let rows: Vec<[String; 6]> = models
+    let rows: Vec<Vec<String>> = models
         .iter()
         .map(|m| {
             let arch = match &m.architecture {
@@ -74,7 +74,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
                     .map_or_else(|| m.name(), |f| f.to_string_lossy().into_owned()),
                 _ => m.name(),
             };
-            [
+            vec![
                 name,
                 arch,
                 m.dtype.map_or("-".into(), |d| d.to_string()),
@@ -85,33 +85,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         })
         .collect();
     let head = ["NAME", "ARCH", "TYPE", "SIZE", "ORIGIN", "PATH"];
-    let width = |i: usize| {
-        rows.iter()
-            .map(|r| r[i].chars().count())
-            .chain([head[i].len()])
-            .max()
-            .unwrap_or(0)
-    };
-    let w: Vec<usize> = (0..5).map(width).collect();
-    let line = |r: [&str; 6]| {
-        format!(
-            "{:<a$}  {:<b$}  {:<c$}  {:>d$}  {:<e$}  {}",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            r[5],
-            a = w[0],
-            b = w[1],
-            c = w[2],
-            d = w[3],
-            e = w[4]
-        )
-    };
-    writeln!(out, "{}", line(head))?;
-    for r in &rows {
-        writeln!(out, "{}", line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5]]))?;
-    }
+    let right = [false, false, false, true];
+    super::table::write(out, "", &head, &right, &rows)?;
     Ok(())
 }

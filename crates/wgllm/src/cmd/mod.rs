@@ -23,6 +23,7 @@ pub mod rm;
 pub mod run;
 pub mod serve;
 pub mod synth;
+pub mod table;
 pub mod tokenize;
 pub mod transcribe;
 pub mod web;
