@@ -85,11 +85,13 @@ pub struct GgufFile {
 }
 
 /// A file's mapping with the file itself, whose shared lock lasts as long as the mapping.
+#[cfg(not(target_arch = "wasm32"))]
 struct Mapped {
     map: Mmap,
     _file: File,
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 impl AsRef<[u8]> for Mapped {
     fn as_ref(&self) -> &[u8] {
         &self.map
@@ -98,6 +100,7 @@ impl AsRef<[u8]> for Mapped {
 
 /// Whether a process holds `path` open as a model ([`GgufFile::open`]'s shared lock), checked
 /// by taking the exclusive lock for a moment. `false` also where the file system has no locks.
+#[cfg(not(target_arch = "wasm32"))]
 pub fn in_use(path: &Path) -> std::io::Result<bool> {
     let file = File::open(path)?;
     match file.try_lock() {

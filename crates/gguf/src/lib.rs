@@ -24,7 +24,9 @@ mod value;
 mod writer;
 
 pub use error::GgufError;
-pub use file::{in_use, GgufFile, TensorInfo};
+#[cfg(not(target_arch = "wasm32"))]
+pub use file::in_use;
+pub use file::{GgufFile, TensorInfo};
 pub use stream::{GgufStream, StreamEvent, MAX_STREAMED_HEADER};
 pub use value::{Array, Value, ValueType};
 pub use writer::GgufWriter;
