@@ -414,6 +414,8 @@ struct Scheduler<'t> {
     queue_ahead: bool,
     prompt_cache: bool,
     ahead: Option<Ahead>,
+    /// Threads a step's grammar masks spread over: the cores beside the scheduler's own.
+    mask_threads: usize,
 }
 
 impl<'t> Scheduler<'t> {
@@ -439,6 +441,8 @@ impl<'t> Scheduler<'t> {
             queue_ahead: opts.queue_ahead,
             prompt_cache: opts.prompt_cache,
             ahead: None,
+            mask_threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get().saturating_sub(1).max(1)),
         }
     }
 
@@ -802,8 +806,7 @@ impl<'t> Scheduler<'t> {
         let result = std::thread::scope(|sc| {
             // The rows' masks are independent: spread over the cores, the step waits for the
             // slowest mask rather than for their sum.
-            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-            let per = masks.len().div_ceil(cores.saturating_sub(1).max(1)).max(1);
+            let per = masks.len().div_ceil(self.mask_threads).max(1);
             let hosts: Vec<_> = masks
                 .chunks_mut(per)
                 .map(|part| {
