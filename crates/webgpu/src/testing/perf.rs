@@ -148,10 +148,9 @@ const WARM_UP: Duration = Duration::from_millis(200);
 const WARM_UP_RUNS: usize = 10_000;
 
 /// Wall time of warm-up runs that [`Timed::warm_up`] takes at least where a benchmark follows
-/// host work of seconds. An H200 idle for a few seconds (the host writing a case's weights, the
-/// CPU reference) drops its SM clock from 1,980 to 345 MHz and climbs back over ~1.1 s of load:
-/// session 24's nvidia-smi trace put the streamed products that then ran 2.5 to 3.2 times
-/// slower, now and then, inside that climb.
+/// host work of seconds: a GPU idle that long drops its clocks and needs about a second of load
+/// to climb back, and runs timed inside the climb read slow (bench/results/history.md, "clock
+/// ramp after idle").
 pub const CLOCK_RAMP: Duration = Duration::from_millis(1500);
 
 /// A case compiled on a WebGPU backend with its states written, timed run after run on its
