@@ -153,6 +153,17 @@ pub struct RunProfile {
 }
 
 impl RunProfile {
+    /// The runs of several executables that together make one step, as one run (`None` for
+    /// no run).
+    pub fn merged(parts: &[RunProfile]) -> Option<RunProfile> {
+        Some(RunProfile {
+            clock: parts.first()?.clock,
+            dispatches: parts.iter().flat_map(|p| p.dispatches.clone()).collect(),
+            encode_ns: parts.iter().map(|p| p.encode_ns).sum(),
+            span_ns: parts.iter().map(|p| p.span_ns).sum(),
+        })
+    }
+
     /// Sum of the dispatches' times (gaps between them excluded).
     pub fn dispatch_ns(&self) -> f64 {
         self.dispatches.iter().map(|d| d.ns).sum()

@@ -481,16 +481,10 @@ fn profile_steps(
         gpu.set_profiling(Profiling::Off);
         r?;
         // One eval may run several executables; together they are one step.
-        let parts = gpu.take_profiles();
-        let Some(first) = parts.first() else {
+        let Some(run) = RunProfile::merged(&gpu.take_profiles()) else {
             bail!("the profiled step ran no profiled graph");
         };
-        runs.push(RunProfile {
-            clock: first.clock,
-            dispatches: parts.iter().flat_map(|p| p.dispatches.clone()).collect(),
-            encode_ns: parts.iter().map(|p| p.encode_ns).sum(),
-            span_ns: parts.iter().map(|p| p.span_ns).sum(),
-        });
+        runs.push(run);
     }
     let runs_n = runs.len().max(1) as f64;
     let mean = |f: fn(&RunProfile) -> f64| runs.iter().map(f).sum::<f64>() / runs_n;

@@ -41,15 +41,8 @@ fn profile_run(
     let r = e.embed_ids(gpu, ids, true);
     gpu.set_profiling(Profiling::Off);
     r?;
-    let parts = gpu.take_profiles();
-    let Some(first) = parts.first() else {
+    let Some(run) = RunProfile::merged(&gpu.take_profiles()) else {
         bail!("the profiled embedding ran no profiled graph");
-    };
-    let run = RunProfile {
-        clock: first.clock,
-        dispatches: parts.iter().flat_map(|p| p.dispatches.clone()).collect(),
-        encode_ns: parts.iter().map(|p| p.encode_ns).sum(),
-        span_ns: parts.iter().map(|p| p.span_ns).sum(),
     };
     Ok(families(&[run]))
 }
