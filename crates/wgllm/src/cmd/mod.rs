@@ -17,6 +17,7 @@ pub mod gguf;
 pub mod info;
 pub mod list;
 pub mod ops;
+pub mod ops_support;
 pub mod perplexity;
 pub mod pull;
 pub mod rm;

@@ -38,6 +38,11 @@ pub struct Args {
     /// case has lowered its clock.
     #[arg(long)]
     pub large: bool,
+    /// Instead of a line per case, a Markdown support matrix (`docs/ops.md`): one row per op
+    /// and operand type, whether its cases passed on this backend. No timings, so the same
+    /// adapter writes the same file.
+    #[arg(long, conflicts_with_all = ["perf", "large"])]
+    pub support: bool,
     /// Runs timed per case with --perf.
     #[arg(long, default_value_t = 20)]
     pub reps: usize,
@@ -52,7 +57,9 @@ pub struct Args {
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let (opened, desc) = args.backend.open_typed()?;
     let backend = opened.as_dyn();
-    writeln!(out, "backend: {desc}")?;
+    if !args.support {
+        writeln!(out, "backend: {desc}")?;
+    }
     if args.perf {
         let clock = match &opened {
             OpenedBackend::WebGpu(g) if g.capabilities().timestamp_query => "GPU timestamps",
@@ -62,6 +69,9 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     }
     if args.large {
         return run_large(args, &opened, out);
+    }
+    if args.support {
+        return super::ops_support::run(&opened, &desc, args.filter.as_deref(), args.seed, out);
     }
     let filter = args.filter.as_deref().map(str::to_lowercase);
     let (mut passed, mut failed, mut unsupported) = (0, 0, 0);
