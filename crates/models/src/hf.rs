@@ -15,7 +15,6 @@
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sha2::{Digest, Sha256};
@@ -368,16 +367,6 @@ struct Remote {
     sha256: Option<String>,
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .user_agent(concat!("wgllm/", env!("CARGO_PKG_VERSION")))
-        .timeout_connect(Some(Duration::from_secs(30)))
-        .timeout_recv_response(Some(Duration::from_secs(60)))
-        .build()
-        .into()
-}
-
 /// The paths of every file in a repository at `revision`, from the Hub's tree API
 /// (`/api/models/OWNER/REPO/tree/REVISION?recursive=true`, its first page: a thousand entries).
 pub fn list_files(
@@ -391,7 +380,7 @@ pub fn list_files(
         hub.endpoint.trim_end_matches('/'),
         revision.replace('/', "%2F")
     );
-    let mut req = agent().get(&url);
+    let mut req = crate::net::agent().get(&url);
     if let Some(token) = &hub.token {
         req = req.header("Authorization", format!("Bearer {token}"));
     }
@@ -579,7 +568,7 @@ pub fn fetch(
     }
     let origin =
         Origin::of(&hub.endpoint).ok_or_else(|| HfError::BadEndpoint(hub.endpoint.clone()))?;
-    let agent = agent();
+    let agent = crate::net::agent();
     let remote = probe(&agent, spec, hub, &origin)?;
     let dest = spec.cache_path(cache_dir);
     let dir = dest.parent().unwrap_or(cache_dir);

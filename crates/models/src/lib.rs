@@ -15,8 +15,12 @@ pub mod generate;
 pub mod hf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod hf_tag;
+#[cfg(not(target_arch = "wasm32"))]
+mod net;
 pub mod perplexity;
 pub mod pull;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod pypi;
 pub mod reference;
 pub mod sampler;
 pub mod session;

