@@ -111,14 +111,24 @@ fn unknown_architecture_and_corrupt_files_are_one_error_line() {
 }
 
 #[test]
-fn pull_without_python_is_one_error_line() {
+fn pull_without_an_index_or_python_is_one_error_line() {
     let s = Scratch::new("pull");
     let cache = s.path("cache");
+    // Port 9 (discard) on loopback: nothing listens, the index is refused at once.
     let o = wgllm(
         &["pull", "smollm2"],
-        &[("PATH", "/nonexistent"), ("XDG_CACHE_HOME", &cache)],
+        &[
+            ("PATH", "/nonexistent"),
+            ("XDG_CACHE_HOME", &cache),
+            ("PIP_INDEX_URL", "http://127.0.0.1:9/simple"),
+        ],
     );
     assert_one_error_line(&o, "python3 was not found");
+    assert!(
+        text(&o.stderr).contains("trying pip"),
+        "{}",
+        text(&o.stderr)
+    );
     let o = wgllm(&["pull", "llama-9000"], &[("XDG_CACHE_HOME", &cache)]);
     assert_one_error_line(&o, "known models: smollm2, gemma3-270m");
 }
