@@ -99,6 +99,10 @@ pub enum GgufError {
         second: String,
         second_start: u64,
     },
+    /// A model split over several files (`-00001-of-00003.gguf`) whose parts do not fit
+    /// together: a part missing or partly downloaded, out of place, or a tensor in two parts.
+    #[error("split model {}: {why}", path.display())]
+    Split { path: PathBuf, why: String },
     /// A tensor that does not belong to this file.
     #[error("tensor {name:?} does not belong to this file")]
     ForeignTensor { name: String },

@@ -29,6 +29,8 @@ pub struct TensorInfo {
     pub(crate) nelements: u64,
     pub(crate) offset: u64,
     pub(crate) size: u64,
+    /// The part of a split model whose data section holds the tensor (0: the first file).
+    pub(crate) part: usize,
 }
 
 impl TensorInfo {
@@ -82,6 +84,8 @@ pub struct GgufFile {
     index: HashMap<String, usize>,
     alignment: u64,
     data_offset: u64,
+    /// The later files of a split model: their bytes and data sections' offsets.
+    parts: Vec<(Bytes, u64)>,
 }
 
 /// A file's mapping with the file itself, whose shared lock lasts as long as the mapping.
@@ -117,8 +121,19 @@ impl GgufFile {
     ///
     /// The mapping is shared by every [`Bytes`] handed out by [`GgufFile::tensor_bytes`] and lives
     /// until the last of them is dropped.
+    ///
+    /// A model split over several files (`NAME-00001-of-0000N.gguf`, as llama.cpp's
+    /// `gguf-split` writes them) opens from its first file: the others are found beside it and
+    /// their tensors join its own (`crate::split`).
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let path = path.as_ref();
+        let first = GgufFile::open_one(path)?;
+        crate::split::join(path, first, GgufFile::open_one)
+    }
+
+    /// One file, mapped and parsed.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn open_one(path: &Path) -> Result<GgufFile> {
         let open_err = |cause| GgufError::Open {
             path: path.to_owned(),
             cause,
@@ -152,6 +167,7 @@ impl GgufFile {
             index: h.index,
             alignment: h.alignment,
             data_offset: h.data_offset,
+            parts: Vec::new(),
         }
     }
 
@@ -181,7 +197,30 @@ impl GgufFile {
         self.data_offset
     }
 
-    /// Size of the whole file in bytes (of a streamed file: the length announced, or the bytes
+    /// Adds the tensors of `part`, the next file of a split model, to this one's.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub(crate) fn add_part(&mut self, part: GgufFile) -> std::result::Result<(), String> {
+        let idx = self.parts.len() + 1;
+        let bytes = part.bytes.ok_or("its tensor data is not held")?;
+        for mut t in part.tensors {
+            if self.index.contains_key(&t.name) {
+                return Err(format!("tensor {:?} is in an earlier part too", t.name));
+            }
+            t.part = idx;
+            self.index.insert(t.name.clone(), self.tensors.len());
+            self.tensors.push(t);
+        }
+        self.parts.push((bytes, part.data_offset));
+        self.file_len += part.file_len;
+        Ok(())
+    }
+
+    /// The number of files the model is split over (1 for most).
+    pub fn split_count(&self) -> usize {
+        1 + self.parts.len()
+    }
+
+    /// Size of the whole file in bytes, of all its parts for a split model (of a streamed file: the length announced, or the bytes
     /// fed so far while the stream has not ended).
     pub fn file_len(&self) -> u64 {
         self.file_len
@@ -210,11 +249,18 @@ impl GgufFile {
                 name: t.name.clone(),
             });
         }
-        let bytes = self.bytes.as_ref().ok_or_else(|| GgufError::NotHeld {
+        let (bytes, data_offset) = match t.part {
+            0 => (self.bytes.as_ref(), self.data_offset),
+            p => match self.parts.get(p - 1) {
+                Some((b, off)) => (Some(b), *off),
+                None => (None, 0),
+            },
+        };
+        let bytes = bytes.ok_or_else(|| GgufError::NotHeld {
             name: t.name.clone(),
         })?;
         // Validated at parse time: `data_offset + offset + size <= file_len`, a usize.
-        let start = (self.data_offset + t.offset) as usize;
+        let start = (data_offset + t.offset) as usize;
         Ok((bytes, start..start + t.size as usize))
     }
 

@@ -19,6 +19,8 @@
 mod error;
 mod file;
 mod reader;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod split;
 mod stream;
 mod value;
 mod writer;

@@ -272,6 +272,7 @@ impl<'a> Cursor<'a> {
             nelements,
             offset,
             size,
+            part: 0,
         })
     }
 }

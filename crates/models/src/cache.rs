@@ -5,6 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use wgllm_core::DType;
+use wgllm_gguf::split::{part_name, split_name};
 use wgllm_gguf::GgufFile;
 
 use crate::pull::{checkpoint_dir, KnownModel};
@@ -20,10 +21,14 @@ pub enum Origin {
     Other,
 }
 
-/// One GGUF file in the cache.
+/// One GGUF model in the cache: a file, or the files of a split model.
 #[derive(Clone, Debug)]
 pub struct CachedModel {
+    /// The file, or a split model's first file.
     pub path: PathBuf,
+    /// A split model's other files that are present (`-00002-of-0000N.gguf` …).
+    pub parts: Vec<PathBuf>,
+    /// Bytes of the file, or of all the split model's files present.
     pub bytes: u64,
     pub origin: Origin,
     /// `general.architecture`, or why the header did not read.
@@ -43,14 +48,32 @@ impl CachedModel {
     }
 }
 
-/// Every GGUF file in `cache_dir`, sorted by path; `known` names the files known models pull.
+/// Every GGUF model in `cache_dir`, sorted by path (a split model once, under its first file);
+/// `known` names the files known models pull.
 pub fn list(cache_dir: &Path, known: &[&'static KnownModel]) -> io::Result<Vec<CachedModel>> {
     let mut files = Vec::new();
     collect(cache_dir, &mut files)?;
     files.sort();
-    Ok(files
+    fn split(p: &Path) -> Option<(&str, u32, u32)> {
+        p.file_name().and_then(|n| n.to_str()).and_then(split_name)
+    }
+    let firsts: Vec<PathBuf> = files
+        .iter()
+        .filter(|p| split(p).is_none_or(|(_, part, _)| part == 1))
+        .cloned()
+        .collect();
+    Ok(firsts
         .into_iter()
-        .map(|path| describe(cache_dir, path, known))
+        .map(|path| {
+            let parts = match split(&path) {
+                Some((prefix, _, count)) => (2..=count)
+                    .map(|i| path.with_file_name(part_name(prefix, i, count)))
+                    .filter(|p| files.contains(p))
+                    .collect(),
+                None => Vec::new(),
+            };
+            describe(cache_dir, path, parts, known)
+        })
         .collect())
 }
 
@@ -72,8 +95,16 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
     Ok(())
 }
 
-fn describe(cache_dir: &Path, path: PathBuf, known: &[&'static KnownModel]) -> CachedModel {
-    let bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+fn describe(
+    cache_dir: &Path,
+    path: PathBuf,
+    parts: Vec<PathBuf>,
+    known: &[&'static KnownModel],
+) -> CachedModel {
+    let bytes = std::iter::once(&path)
+        .chain(&parts)
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
     let origin = origin(cache_dir, &path, known);
     let (architecture, dtype) = match GgufFile::open(&path) {
         Ok(f) => (
@@ -86,6 +117,7 @@ fn describe(cache_dir: &Path, path: PathBuf, known: &[&'static KnownModel]) -> C
     };
     CachedModel {
         path,
+        parts,
         bytes,
         origin,
         architecture,
@@ -196,6 +228,9 @@ pub fn remove(
         }
     };
     rm(m.path.clone())?;
+    for p in &m.parts {
+        rm(p.clone())?;
+    }
     if let Origin::Known(n) = m.origin {
         if let Some(k) = known.iter().find(|k| k.name == n && k.convert.is_some()) {
             rm(cache_dir.join(k.file))?;
@@ -300,5 +335,43 @@ mod tests {
         let e = remove(&d, &outside.display().to_string(), &k).unwrap_err();
         assert!(matches!(e, RemoveError::OutsideCache(..)), "{e}");
         assert!(outside.exists());
+    }
+
+    /// `bytes` (a GGUF) written as the two files of a split model `NAME-0000i-of-00002.gguf` in
+    /// `dir`; their paths.
+    fn write_split(dir: &Path, name: &str, bytes: Vec<u8>) -> [PathBuf; 2] {
+        let f = GgufFile::from_bytes(bytes.into()).unwrap();
+        let writers = wgllm_gguf::split::split_writers(&f, 2).unwrap();
+        std::fs::create_dir_all(dir).unwrap();
+        let paths = [1, 2].map(|i| dir.join(part_name(name, i, 2)));
+        for (w, p) in writers.iter().zip(&paths) {
+            std::fs::write(p, w.to_vec()).unwrap();
+        }
+        paths
+    }
+
+    #[test]
+    fn a_split_model_is_listed_once_and_removed_whole() {
+        let d = scratch("split");
+        let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 1).unwrap();
+        let [p1, p2] = write_split(&d.join("hf/o/r/main"), "m-Q8_0", bytes);
+        let k = known();
+        let l = list(&d, &k).unwrap();
+        assert_eq!(l.len(), 1, "{l:?}");
+        let m = &l[0];
+        assert_eq!(m.name(), "hf:o/r/m-Q8_0-00001-of-00002.gguf");
+        assert_eq!(m.parts, vec![p2.clone()]);
+        assert_eq!(m.architecture.as_deref(), Ok("llama"));
+        assert_eq!(m.dtype, Some(DType::Q8_0));
+        let both = std::fs::metadata(&p1).unwrap().len() + std::fs::metadata(&p2).unwrap().len();
+        assert_eq!(m.bytes, both);
+        {
+            let _held = GgufFile::open(&p1).unwrap();
+            let e = remove(&d, &m.name(), &k).unwrap_err();
+            assert!(matches!(e, RemoveError::InUse(_)), "{e}");
+        }
+        let gone = remove(&d, &m.name(), &k).unwrap();
+        assert_eq!(gone.len(), 2);
+        assert!(!p1.exists() && !p2.exists());
     }
 }

@@ -98,6 +98,26 @@ pub struct HfSpec {
     pub revision: String,
 }
 
+impl HfSpec {
+    /// The other files of the split model whose first file this names (`NAME-00001-of-0000N.gguf`:
+    /// parts 2 to N beside it), else none.
+    pub fn split_parts(&self) -> Vec<HfSpec> {
+        let (dir, name) = match self.file.rsplit_once('/') {
+            Some((d, n)) => (format!("{d}/"), n),
+            None => (String::new(), self.file.as_str()),
+        };
+        match wgllm_gguf::split::split_name(name) {
+            Some((prefix, 1, count)) => (2..=count)
+                .map(|part| HfSpec {
+                    file: format!("{dir}{}", wgllm_gguf::split::part_name(prefix, part, count)),
+                    ..self.clone()
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl std::fmt::Display for HfSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

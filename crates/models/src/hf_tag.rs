@@ -110,12 +110,10 @@ fn has_tag(name: &str, tag: &str) -> bool {
     })
 }
 
-/// `(shard, of)` of a split GGUF's file name (`-00001-of-00003.gguf`).
-fn split_part(name: &str) -> Option<(u32, u32)> {
-    let stem = name.strip_suffix(".gguf")?;
-    let (rest, of) = stem.rsplit_once("-of-")?;
-    let (_, shard) = rest.rsplit_once('-')?;
-    Some((shard.parse().ok()?, of.parse().ok()?))
+/// The part number (from 1) of a split GGUF's file (`DIR/NAME-00001-of-00003.gguf`).
+fn split_part(path: &str) -> Option<u32> {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    wgllm_gguf::split::split_name(name).map(|(_, part, _)| part)
 }
 
 /// The file of `files` that `tag` names (see the module documentation); `spec` for errors.
@@ -129,7 +127,8 @@ pub fn pick(files: &[String], tag: Option<&str>, spec: &str) -> Result<String, H
         .filter(|f| f.to_ascii_lowercase().ends_with(".gguf"))
         // Vision projectors ride beside a model's files; they are not models to run.
         .filter(|f| !f.to_ascii_lowercase().contains("mmproj"))
-        .filter(|f| split_part(f).is_none_or(|(shard, _)| shard == 1))
+        // A split model is picked by its first file; the others come with it.
+        .filter(|f| split_part(f).is_none_or(|part| part == 1))
         .collect();
     if ggufs.is_empty() {
         return Err(bad("the repository has no .gguf file".into()));
@@ -174,12 +173,6 @@ pub fn pick(files: &[String], tag: Option<&str>, spec: &str) -> Result<String, H
             )));
         }
     };
-    if let Some((_, of)) = split_part(&file) {
-        return Err(bad(format!(
-            "{file} is the first of {of} split files; split GGUFs do not load yet (merge them \
-             with llama.cpp's llama-gguf-split --merge)"
-        )));
-    }
     Ok(file)
 }
 
@@ -225,8 +218,7 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("m-Q8_0.gguf") && !e.contains("mmproj"), "{e}");
-        let e = pick(Some("F16")).unwrap_err().to_string();
-        assert!(e.contains("first of 2 split files"), "{e}");
+        assert_eq!(pick(Some("F16")).unwrap(), "big/m-F16-00001-of-00002.gguf");
         let e = pick(Some("m")).unwrap_err().to_string();
         assert!(e.contains("several files have the tag m"), "{e}");
         let one = files(&["only-Q6_K.gguf"]);

@@ -182,7 +182,8 @@ fn quant_tags_pick_the_repository_file_online_and_offline() {
     let o = tokenize("hf:test-org/tiny-GGUF:Q5_K", &endpoint);
     assert_one_error_line(&o, "no .gguf file of the repository has the tag Q5_K");
     let o = tokenize("hf:test-org/tiny-GGUF:F16", &endpoint);
-    assert_one_error_line(&o, "is the first of 2 split files");
+    // A split model is picked by its first file (not served here).
+    assert_one_error_line(&o, "no file 'tiny-F16-00001-of-00002.gguf'");
     // Without a tag, Q4_K_M: listed, but this server has no such file.
     let o = tokenize("hf:test-org/tiny-GGUF", &endpoint);
     assert_one_error_line(&o, "has no file 'q/tiny-Q4_K_M.gguf'");
@@ -191,4 +192,47 @@ fn quant_tags_pick_the_repository_file_online_and_offline() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let o = tokenize("hf:test-org/tiny-GGUF:Q6_K", "http://127.0.0.1:1");
     assert_one_error_line(&o, "no .gguf file of the repository has the tag Q6_K");
+}
+
+#[test]
+fn a_split_model_comes_down_whole_and_runs() {
+    let s = Scratch::new("split");
+    let m = tiny(&s);
+    let o = wgllm(&["gguf", "split", &m, "--parts", "2"], &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let parts: Vec<String> = text(&o.stdout).lines().map(str::to_string).collect();
+    let route = |i: usize| -> &'static str {
+        Box::leak(
+            format!("/test-org/tiny-GGUF/resolve/main/tiny-0000{i}-of-00002.gguf").into_boxed_str(),
+        )
+    };
+    let endpoint = serve_all(vec![
+        (route(1), std::fs::read(&parts[0]).unwrap()),
+        (route(2), std::fs::read(&parts[1]).unwrap()),
+    ]);
+    let cache = s.path("cache");
+    let tokenize = |endpoint: &str| {
+        let spec = "hf:test-org/tiny-GGUF/tiny-00001-of-00002.gguf";
+        let args = [
+            "tokenize",
+            "-m",
+            spec,
+            "--hf-endpoint",
+            endpoint,
+            "--no-special",
+            "hi!",
+        ];
+        wgllm(&args, &[("XDG_CACHE_HOME", &cache)])
+    };
+    let o = tokenize(&endpoint);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "104\n105\n33\n");
+    let dir = s.path("cache/wgllm/models/hf/test-org/tiny-GGUF/main");
+    for i in 1..=2 {
+        let p = format!("{dir}/tiny-0000{i}-of-00002.gguf");
+        assert!(std::path::Path::new(&p).is_file(), "{p}");
+    }
+    // Both parts from the cache: nothing listens on port 1.
+    let o = tokenize("http://127.0.0.1:1");
+    assert!(o.status.success(), "{}", text(&o.stderr));
 }

@@ -111,6 +111,41 @@ fn unknown_architecture_and_corrupt_files_are_one_error_line() {
 }
 
 #[test]
+fn a_split_model_runs_as_the_whole_file_does() {
+    let s = Scratch::new("split");
+    let m = tiny(&s);
+    let o = wgllm(&["gguf", "split", &m, "--parts", "3"], &[]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let parts: Vec<String> = text(&o.stdout).lines().map(str::to_string).collect();
+    assert_eq!(parts.len(), 3, "{parts:?}");
+    assert!(parts[0].ends_with("tiny-00001-of-00003.gguf"), "{parts:?}");
+    let run = |model: &str| {
+        let args = [
+            "run",
+            "-m",
+            model,
+            "-p",
+            "hello",
+            "-n",
+            "6",
+            "--temp",
+            "0",
+            "--backend",
+            "cpu",
+        ];
+        wgllm(&args, &[])
+    };
+    let whole = run(&m);
+    assert!(whole.status.success(), "{}", text(&whole.stderr));
+    let split = run(&parts[0]);
+    assert!(split.status.success(), "{}", text(&split.stderr));
+    assert_eq!(whole.stdout, split.stdout);
+    std::fs::remove_file(&parts[2]).unwrap();
+    assert_one_error_line(&run(&parts[0]), "part 3 of 3");
+    assert_one_error_line(&run(&parts[1]), "open the first, tiny-00001-of-00003.gguf");
+}
+
+#[test]
 fn pull_without_an_index_or_python_is_one_error_line() {
     let s = Scratch::new("pull");
     let cache = s.path("cache");

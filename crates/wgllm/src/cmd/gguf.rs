@@ -3,6 +3,9 @@
 //! `wgllm gguf dequant FILE TENSOR [--rows N]` decodes a tensor with the bit-exact CPU reference
 //! (`wgllm_core::quant::dequantize`) and prints it as f32, one row (`ne[0]` values) a line. Values
 //! are printed as Rust's `Debug` does: the shortest text that reads back to the same f32.
+//!
+//! `wgllm gguf split FILE --parts N` writes FILE's model as N files `NAME-00001-of-0000N.gguf` …
+//! beside it, as llama.cpp's `gguf-split` does; `-m NAME-00001-of-0000N.gguf` opens them all.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -18,6 +21,22 @@ pub enum Command {
     ///
     /// Rows are printed in storage order: ne[1] varies fastest, then ne[2], then ne[3].
     Dequant(DequantArgs),
+    /// Write the model as several files of about equal size (`NAME-00001-of-0000N.gguf` …),
+    /// as llama.cpp's gguf-split does: a model opens from its first file, the others beside it.
+    Split(SplitArgs),
+}
+
+/// Arguments of `wgllm gguf split`.
+#[derive(clap::Args)]
+pub struct SplitArgs {
+    /// The .gguf file.
+    pub file: PathBuf,
+    /// How many files to write.
+    #[arg(long, value_name = "N")]
+    pub parts: u32,
+    /// Where to write them: `PREFIX-00001-of-0000N.gguf` … (default: FILE without `.gguf`).
+    #[arg(short, long, value_name = "PREFIX")]
+    pub output: Option<PathBuf>,
 }
 
 /// Arguments of `wgllm gguf dequant`.
@@ -36,7 +55,39 @@ pub struct DequantArgs {
 pub fn run(cmd: &Command, out: &mut impl Write) -> anyhow::Result<()> {
     match cmd {
         Command::Dequant(args) => dequant(args, out),
+        Command::Split(args) => split(args, out),
     }
+}
+
+fn split(args: &SplitArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let file = GgufFile::open(&args.file)?;
+    let writers = wgllm_gguf::split::split_writers(&file, args.parts)
+        .with_context(|| format!("splitting {}", args.file.display()))?;
+    let prefix = args
+        .output
+        .clone()
+        .unwrap_or_else(|| args.file.with_extension(""));
+    let dir = prefix.parent().unwrap_or(std::path::Path::new(""));
+    let name = prefix
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| anyhow!("{} is not a file name", prefix.display()))?;
+    for (i, w) in writers.iter().enumerate() {
+        let path = dir.join(wgllm_gguf::split::part_name(name, i as u32 + 1, args.parts));
+        let partial = path.with_extension("gguf.partial");
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(&partial)
+                .with_context(|| format!("creating {}", partial.display()))?,
+        );
+        w.write_to(&mut f)
+            .with_context(|| format!("writing {}", partial.display()))?;
+        f.into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| format!("writing {}", partial.display()))?;
+        std::fs::rename(&partial, &path).with_context(|| format!("writing {}", path.display()))?;
+        writeln!(out, "{}", path.display())?;
+    }
+    Ok(())
 }
 
 fn dequant(args: &DequantArgs, out: &mut impl Write) -> anyhow::Result<()> {

@@ -46,6 +46,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
                 "bytes": m.bytes,
                 "origin": origin(&m.origin),
                 "path": m.path,
+                "parts": m.parts,
                 "error": m.architecture.as_ref().err(),
             });
             writeln!(out, "{v}")?;
@@ -80,7 +81,10 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
                 m.dtype.map_or("-".into(), |d| d.to_string()),
                 size(m.bytes),
                 origin(&m.origin).into(),
-                m.path.display().to_string(),
+                match m.parts.len() {
+                    0 => m.path.display().to_string(),
+                    n => format!("{} (+{n} parts)", m.path.display()),
+                },
             ]
         })
         .collect();

@@ -70,14 +70,16 @@ pub fn resolve_model(m: Option<&str>, hub: &HubArgs) -> Result<PathBuf> {
             Some(_) => hf_tag::resolve(spec, &config, &model_cache_dir())?,
             None => HfSpec::parse(spec)?,
         };
-        return hf::fetch(
-            &hf_spec,
-            &config,
-            &model_cache_dir(),
-            ProgressDrawTarget::stderr(),
-        )
-        .map(|f| f.path)
-        .with_context(|| format!("getting model '{spec}'"));
+        let fetch = |s: &HfSpec| {
+            hf::fetch(s, &config, &model_cache_dir(), ProgressDrawTarget::stderr())
+                .with_context(|| format!("getting model '{spec}'"))
+        };
+        let first = fetch(&hf_spec)?;
+        // A split model's other files, beside its first.
+        for part in hf_spec.split_parts() {
+            fetch(&part)?;
+        }
+        return Ok(first.path);
     }
     if let Some(known) = wgllm_speech::pull::find(spec) {
         return wgllm_speech::pull::pull(known, &model_cache_dir())
