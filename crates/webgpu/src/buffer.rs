@@ -68,6 +68,7 @@ pub(crate) fn create(
             ),
         });
     }
+    gpu.counters.add_allocated(padded);
     gpu.scoped(&format!("allocating {padded} bytes for '{label}'"), || {
         let buf = gpu.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
@@ -97,6 +98,9 @@ pub(crate) fn create_weight(
     span: u64,
     contents: Option<&[u8]>,
 ) -> Result<wgpu::Buffer> {
+    if let Some(data) = contents {
+        gpu.counters.add_weight_bytes(data.len() as u64);
+    }
     create(
         gpu,
         &format!("weight {name}"),

@@ -11,6 +11,7 @@
 //! uncaptured-error handler records every error, and the next readback reports it.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 
@@ -237,6 +238,45 @@ pub struct Gpu {
     pub(crate) caps: Capabilities,
     pub(crate) adapter: AdapterSummary,
     errors: ErrorSink,
+    pub(crate) counters: Arc<Counters>,
+}
+
+/// What this backend has put on its device so far, read while a model loads (a progress bar)
+/// and after (what the load took). Counts only grow: freed buffers are not subtracted.
+#[derive(Debug, Default)]
+pub struct Counters {
+    weight_bytes: AtomicU64,
+    allocated_bytes: AtomicU64,
+    kernels: AtomicU64,
+}
+
+impl Counters {
+    /// Bytes of weights written to the device.
+    pub fn weight_bytes(&self) -> u64 {
+        self.weight_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Bytes of every buffer allocated.
+    pub fn allocated_bytes(&self) -> u64 {
+        self.allocated_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Kernels (compute pipelines) compiled.
+    pub fn kernels(&self) -> u64 {
+        self.kernels.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn add_weight_bytes(&self, n: u64) {
+        self.weight_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_allocated(&self, n: u64) {
+        self.allocated_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_kernel(&self) {
+        self.kernels.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 impl Gpu {
@@ -326,6 +366,7 @@ impl Gpu {
             caps,
             adapter: summary,
             errors,
+            counters: Arc::default(),
         })
     }
 

@@ -48,7 +48,7 @@ pub use config::{
 };
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::list_adapters;
-pub use device::{list_adapters_async, AdapterSummary, Capabilities};
+pub use device::{list_adapters_async, AdapterSummary, Capabilities, Counters};
 pub use executable::WebGpuExecutable;
 
 /// The WebGPU backend: one opened device and its pipeline cache.
@@ -97,6 +97,12 @@ impl WebGpuBackend {
     /// The adapter in use.
     pub fn adapter(&self) -> &AdapterSummary {
         &self.gpu.adapter
+    }
+
+    /// What this backend has put on its device so far (weights, buffers, kernels), shared: a
+    /// clone keeps counting while a model loads on another thread.
+    pub fn counters(&self) -> Arc<device::Counters> {
+        self.gpu.counters.clone()
     }
 
     /// Features and limits of the opened device.

@@ -131,6 +131,7 @@ impl Pipelines {
                     cache: None,
                 })
         })?;
+        gpu.counters.add_kernel();
         pipelines.insert(key.clone(), pipeline.clone());
         Ok((pipeline, bgl))
     }

@@ -35,6 +35,7 @@ pub(crate) struct Resident {
 impl Resident {
     /// Writes the next piece of the tensor's bytes, holding back a partial word.
     fn append(&mut self, gpu: &Gpu, name: &str, mut bytes: &[u8]) -> Result<()> {
+        gpu.counters.add_weight_bytes(bytes.len() as u64);
         gpu.scoped(&format!("uploading weight '{name}'"), || {
             let q = &gpu.queue;
             // The byte offset of `carry[0]`, a word boundary.

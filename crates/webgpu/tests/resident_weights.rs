@@ -208,3 +208,24 @@ fn missing_incomplete_or_mismatched_resident_weights_are_refused() {
     upload(&gpu, "mat", MAT, &m.mat, &[777]);
     assert_eq!(run(&gpu, &m, true), run(&gpu, &m, false));
 }
+
+#[test]
+fn the_counters_follow_weights_buffers_and_kernels() {
+    let gpu = backend();
+    let m = model();
+    let c = gpu.counters();
+    assert_eq!((c.weight_bytes(), c.kernels()), (0, 0));
+    let both = (m.mat.len() + m.table.len()) as u64;
+    // From bytes: the weights are written as the graph compiles.
+    let _ = run(&gpu, &m, false);
+    assert_eq!(c.weight_bytes(), both);
+    let kernels = c.kernels();
+    assert!(kernels >= 2, "{kernels}");
+    assert!(c.allocated_bytes() >= both);
+    // Resident: written as uploaded; compiling again compiles no kernel twice.
+    upload(&gpu, "mat", MAT, &m.mat, &[7, 100]);
+    upload(&gpu, "table", TABLE, &m.table, &[5]);
+    assert_eq!(c.weight_bytes(), 2 * both);
+    let _ = run(&gpu, &m, true);
+    assert_eq!((c.weight_bytes(), c.kernels()), (2 * both, kernels));
+}

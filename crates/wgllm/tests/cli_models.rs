@@ -38,10 +38,12 @@ fn greedy_generation_is_identical_on_cpu_and_webgpu() {
     };
     let cpu = run("cpu", &[]).0;
     assert!(!cpu.is_empty());
-    assert_eq!(
-        cpu,
-        run("webgpu", &[]).0,
-        "the same tokens on both backends"
+    let (gpu, said) = run("webgpu", &[]);
+    assert_eq!(cpu, gpu, "the same tokens on both backends");
+    // What the load put on the device.
+    assert!(
+        said.contains("MiB of weights") && said.contains("kernels compiled"),
+        "{said}"
     );
     // Both workgroup shapes compute the same (auto takes the CPU shapes on lavapipe).
     for shapes in ["gpu", "cpu"] {

@@ -1,5 +1,7 @@
 //! Backend selection shared by the commands that run graphs (`--backend`, `--device`).
 
+use std::sync::Arc;
+
 use anyhow::Result;
 use clap::{Args as ClapArgs, ValueEnum};
 use wgllm_core::Backend;
@@ -122,6 +124,14 @@ pub struct BackendArgs {
     pub kernel_shapes: ShapesChoice,
 }
 
+/// A backend opened with [`BackendArgs::open_counted`]: the backend, its description and, on a
+/// GPU, the device's counters.
+pub type Counted = (
+    Box<dyn Backend>,
+    String,
+    Option<Arc<wgllm_webgpu::Counters>>,
+);
+
 impl BackendArgs {
     /// The WebGPU configuration these flags describe.
     pub fn webgpu_config(&self) -> WebGpuConfig {
@@ -154,6 +164,18 @@ impl BackendArgs {
         Ok(match b {
             OpenedBackend::WebGpu(b) => (Box::new(b), desc),
             OpenedBackend::Cpu(b) => (Box::new(b), desc),
+        })
+    }
+
+    /// [`BackendArgs::open`] with the device's counters (a GPU's only), for load progress.
+    pub fn open_counted(&self) -> Result<Counted> {
+        let (b, desc) = self.open_typed()?;
+        Ok(match b {
+            OpenedBackend::WebGpu(b) => {
+                let c = b.counters();
+                (Box::new(b), desc, Some(c))
+            }
+            OpenedBackend::Cpu(b) => (Box::new(b), desc, None),
         })
     }
 

@@ -16,6 +16,7 @@ pub mod embed;
 pub mod gguf;
 pub mod info;
 pub mod list;
+pub mod loading;
 pub mod ops;
 pub mod ops_support;
 pub mod perplexity;

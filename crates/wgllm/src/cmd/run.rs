@@ -112,7 +112,7 @@ impl ModelArgs {
         let t0 = Instant::now();
         let file = GgufFile::open(&path).with_context(|| format!("opening {}", path.display()))?;
         let tokenizer = Tokenizer::from_gguf(&file)?;
-        let (backend, desc) = self.backend.open()?;
+        let (backend, desc, counters) = self.backend.open_counted()?;
         let arch = wgllm_models::Architecture::from_gguf(&file)?;
         let n_ctx = self.ctx.min(arch.n_ctx_train()).max(1);
         let cfg = SessionConfig {
@@ -121,15 +121,15 @@ impl ModelArgs {
             kv_dtype: self.kv_type,
             all_logits,
         };
-        let session = Session::new(backend.as_ref(), &file, cfg)?;
-        eprintln!(
-            "wgllm: {} on {desc}, context {n_ctx}, loaded in {:.2} s",
-            path.file_name().map_or_else(
-                || path.display().to_string(),
-                |n| n.to_string_lossy().to_string()
-            ),
-            t0.elapsed().as_secs_f64()
+        let total = file.tensors().iter().map(|t| t.size()).sum();
+        let (session, loaded) = super::loading::with_progress(counters, total, || {
+            Ok(Session::new(backend.as_ref(), &file, cfg)?)
+        })?;
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().to_string(),
         );
+        super::loading::report(&format!("{name} on {desc}, context {n_ctx}"), t0, loaded);
         Ok(Loaded {
             tokenizer,
             session,

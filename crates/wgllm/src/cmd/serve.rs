@@ -267,18 +267,27 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let (backend_args, parallel) = (args.backend.clone(), args.parallel);
     let described = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let desc = described.clone();
+    let loaded = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let loaded_slot = loaded.clone();
     let load = Box::new(move || -> Result<Session> {
-        let (backend, d) = backend_args.open()?;
+        let (backend, d, counters) = backend_args.open_counted()?;
         if let Ok(mut slot) = desc.lock() {
             *slot = d;
         }
         let file = GgufFile::open(&path)?;
-        Ok(Session::with_sequences(
-            backend.as_ref(),
-            &file,
-            cfg,
-            parallel,
-        )?)
+        let total = file.tensors().iter().map(|t| t.size()).sum();
+        let (session, put) = super::loading::with_progress(counters, total, || {
+            Ok(Session::with_sequences(
+                backend.as_ref(),
+                &file,
+                cfg,
+                parallel,
+            )?)
+        })?;
+        if let Ok(mut slot) = loaded_slot.lock() {
+            *slot = put;
+        }
+        Ok(session)
     });
     let server = ServerConfig {
         queue: args.queue,
@@ -291,9 +300,11 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     };
     let app = App::start(load, tokenizer, server)?;
     let on = described.lock().map(|d| d.clone()).unwrap_or_default();
-    eprintln!(
-        "wgllm: {model_id} on {on}, {parallel} slots of {n_ctx} tokens, loaded in {:.2} s",
-        t0.elapsed().as_secs_f64()
+    let put = loaded.lock().ok().and_then(|l| *l);
+    super::loading::report(
+        &format!("{model_id} on {on}, {parallel} slots of {n_ctx} tokens"),
+        t0,
+        put,
     );
     let addr = format!("{}:{}", args.host, args.port);
     wgllm_server::serve_blocking(&addr, app, http, |a| listening(out, a))
