@@ -1,5 +1,7 @@
-//! `wgllm web`: serves the browser chat page (`web/`, built by `web/build.sh`) and the model cache
-//! under `/models/`, so the page can fetch a cached GGUF from the same origin.
+//! `wgllm web`: serves the browser chat page and the model cache under `/models/`, so the page can
+//! fetch a cached GGUF from the same origin. The page is `--dir`, else the one built into the
+//! binary (when `web/build.sh` had run before it was built: `build.rs`), else a checkout's
+//! `web/` once built.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -20,7 +22,8 @@ use wgllm_models::pull::{self, KNOWN_MODELS};
 #[derive(ClapArgs, Debug)]
 #[command(
     after_help = "The page's wasm module is built by web/build.sh (wasm32 target and \
-    wasm-bindgen-cli needed). GET / is the page; GET /models/FILE is FILE in the model cache \
+    wasm-bindgen-cli needed); a wgllm built after it holds the page and serves it from \
+    anywhere. GET / is the page; GET /models/FILE is FILE in the model cache \
     (where `wgllm pull` puts models), with byte ranges. Open the printed URL in a browser with \
     WebGPU (Chrome/Edge 113+); ?model=models/FILE loads that model at start-up."
 )]
@@ -32,29 +35,61 @@ pub struct Args {
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
     /// The page's directory: index.html, app.js, worker.js and pkg/ from web/build.sh.
-    #[arg(long, default_value = "web")]
-    pub dir: PathBuf,
+    /// (Default: the page built into this binary, else ./web.)
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+mod assets {
+    include!(concat!(env!("OUT_DIR"), "/web_assets.rs"));
+}
+
+/// Where the page comes from.
+enum Page {
+    Dir(PathBuf),
+    BuiltIn,
+}
+
+impl Page {
+    fn choose(dir: Option<&Path>) -> Result<Page> {
+        let built = |d: &Path| d.join("pkg").join("wgllm_web.js").is_file();
+        match dir {
+            Some(d) if built(d) => Ok(Page::Dir(d.to_path_buf())),
+            Some(d) => bail!(
+                "{} is missing: run web/build.sh first (it builds the page's wasm module), or \
+                 point --dir at the page's directory",
+                d.join("pkg").join("wgllm_web.js").display()
+            ),
+            None if !assets::PAGE.is_empty() => Ok(Page::BuiltIn),
+            None if built(Path::new("web")) => Ok(Page::Dir(PathBuf::from("web"))),
+            None => bail!(
+                "this wgllm was built without the browser page and ./web/pkg is not here: in a \
+                 checkout run web/build.sh, then build or install wgllm again (the page goes \
+                 into the binary), or point --dir at a built page"
+            ),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Page::Dir(d) => d.display().to_string(),
+            Page::BuiltIn => "the page built into wgllm".into(),
+        }
+    }
 }
 
 /// Serves the page and the model cache until Ctrl-C, after printing the URL to open.
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
-    let glue = args.dir.join("pkg").join("wgllm_web.js");
-    if !glue.is_file() {
-        bail!(
-            "{} is missing: run web/build.sh first (it builds the page's wasm module), or point \
-             --dir at the page's directory",
-            glue.display()
-        );
-    }
+    let page = Page::choose(args.dir.as_deref())?;
     let cache = model_cache_dir();
-    let app = router(&args.dir, &cache);
+    let app = router(&page, &cache);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async {
         let listener = bind(&args.host, args.port).await?;
         let addr = listener.local_addr()?;
-        announce(out, addr, &args.dir, &cache)?;
+        announce(out, addr, &page, &cache)?;
         axum::serve(listener, app)
             .with_graceful_shutdown(wgllm_server::ctrl_c())
             .await
@@ -75,12 +110,12 @@ async fn bind(host: &str, port: u16) -> Result<tokio::net::TcpListener> {
 }
 
 /// Prints where the server listens and the URL to open (with the default model when cached).
-fn announce(out: &mut impl Write, addr: SocketAddr, dir: &Path, cache: &Path) -> Result<()> {
+fn announce(out: &mut impl Write, addr: SocketAddr, page: &Page, cache: &Path) -> Result<()> {
     let base = format!("http://{addr}/");
     writeln!(
         out,
         "serving {} at {base} and the model cache {} at {base}models/ (Ctrl-C stops)",
-        dir.display(),
+        page.describe(),
         cache.display()
     )?;
     let default = &KNOWN_MODELS[0];
@@ -97,12 +132,32 @@ fn announce(out: &mut impl Write, addr: SocketAddr, dir: &Path, cache: &Path) ->
 }
 
 /// The page's files at `/`, the cache's at `/models/`; hidden names and traversal refused.
-fn router(dir: &Path, cache: &Path) -> Router {
+fn router(page: &Page, cache: &Path) -> Router {
     let models = ServeDir::new(cache).append_index_html_on_directories(false);
-    Router::new()
-        .nest_service("/models", models)
-        .fallback_service(ServeDir::new(dir))
-        .layer(middleware::from_fn(guard))
+    let r = Router::new().nest_service("/models", models);
+    let r = match page {
+        Page::Dir(dir) => r.fallback_service(ServeDir::new(dir)),
+        Page::BuiltIn => r.fallback(built_in),
+    };
+    r.layer(middleware::from_fn(guard))
+}
+
+/// A file of the built-in page (`/` is index.html), with its content type.
+async fn built_in(uri: axum::http::Uri) -> Response {
+    let path = match uri.path().trim_start_matches('/') {
+        "" => "index.html",
+        p => p,
+    };
+    let Some((name, bytes)) = assets::PAGE.iter().find(|(n, _)| *n == path) else {
+        return (StatusCode::NOT_FOUND, "not found\n").into_response();
+    };
+    let kind = match name.rsplit('.').next() {
+        Some("html") => "text/html; charset=utf-8",
+        Some("js") => "text/javascript; charset=utf-8",
+        Some("wasm") => "application/wasm",
+        _ => "application/octet-stream",
+    };
+    ([(header::CONTENT_TYPE, kind)], *bytes).into_response()
 }
 
 /// Answers 403 to a path with a segment that is `..`, hidden (`.download-*`, `.gitignore`) or
