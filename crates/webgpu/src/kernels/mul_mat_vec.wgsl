@@ -456,7 +456,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     // barrier parts the two; with more sums than lanes (RL = 1) a lane takes several. Few
     // barriers matter most where a driver runs them as coroutine switches (CPU drivers), and
     // the fixed lane count beat a subgroupAdd per sum on discrete GPUs too
-    // (bench/results/history.md, "mat-vec sums").
+    // (bench/results/HISTORY.md, "mat-vec sums").
     workgroupBarrier();
     for (var q = lid; q < NSUM * RL; q += WG) {
         let k = q / RL;

@@ -30,7 +30,7 @@ const VEC_LONG_KV: u64 = 4096;
 /// `n_kv` keys: 2 for heads of at most 64 values or past [`VEC_LONG_KV`] keys, else
 /// [`VEC_KEYS`]. Fewer keys a step hold fewer K/V loads a lane; the walk takes twice the steps
 /// and its splits are cut in its 32-key steps. Larger heads over shorter caches run faster
-/// with 4, and more splits of 4-key walks do not stand in for 2 (bench/results/history.md,
+/// with 4, and more splits of 4-key walks do not stand in for 2 (bench/results/HISTORY.md,
 /// "vec split-walk keys").
 fn split_keys(d: u64, n_kv: u64) -> u32 {
     match d <= 64 || n_kv > VEC_LONG_KV {
@@ -43,7 +43,7 @@ fn split_keys(d: u64, n_kv: u64) -> u32 {
 /// and workgroup memory ([`vec_storage`]) the device has. Early in a generation one step
 /// covers every visible key, and the step is shorter with fewer keys a lane: with few
 /// workgroups, more lanes each waiting on fewer K/V rows win (split walks keep [`WG_VEC`]
-/// lanes and [`split_keys`]; bench/results/history.md, "vec unsplit shapes").
+/// lanes and [`split_keys`]; bench/results/HISTORY.md, "vec unsplit shapes").
 const VEC_UNSPLIT_SHAPES: [(u32, u32); 3] = [(512, 1), (256, 2), (WG_VEC, VEC_KEYS)];
 /// Invocations per workgroup of `flash_attn_combine.wgsl`.
 const WG_COMBINE: u32 = 256;
@@ -53,7 +53,7 @@ const VEC_MAX_Q: u64 = 8;
 /// without subgroups: its split walks then take 1 key an octet and at most 4 heads. Chromium's
 /// SwiftShader (the browser tests' WebGPU, and a browser's without a GPU) builds and runs more
 /// sums a step far slower, or loses the device. The unsplit shapes take one head, so at most 4
-/// too (bench/results/history.md, "vec sums without subgroups").
+/// too (bench/results/HISTORY.md, "vec sums without subgroups").
 const VEC_SUMS_WITHOUT_SUBGROUPS: u64 = 4;
 
 /// Workgroup memory of `flash_attn_vec.wgsl` with the shape of `o` (its variables' sizes, each
@@ -80,7 +80,7 @@ const VEC_MAX_OUT: u64 = 512;
 /// Over caches of at most this many keys (past [`VEC_UNSPLIT_KV`], which take one head a
 /// workgroup) a vec workgroup keeps half as many output values: with fewer registers held,
 /// the short walks' fixed costs shrink, while longer walks gain more from more heads sharing
-/// each K/V read (bench/results/history.md, "vec heads over short caches").
+/// each K/V read (bench/results/HISTORY.md, "vec heads over short caches").
 const VEC_SHORT_KV: u64 = 2048;
 /// Most query heads a vec workgroup takes.
 const VEC_MAX_HEADS: u64 = 8;
@@ -93,14 +93,14 @@ const VEC_MIN_STEPS: u64 = 2;
 /// passes its whole cache, so early in a generation most keys are masked and a split would
 /// mostly find none; the limit stays short because a cache full up to it is one workgroup's
 /// walk. A workgroup then takes one query head, so more workgroups walk the keys side by side
-/// (bench/results/history.md, "vec unsplit caches").
+/// (bench/results/HISTORY.md, "vec unsplit caches").
 const VEC_UNSPLIT_KV: u64 = 1024;
 /// Workgroups a split attention aims for: enough to fill a large GPU several times over.
 const SPLIT_TARGET_GROUPS: u64 = 1024;
 /// The vec kernel's shape on a CPU adapter ([`crate::KernelShapes`]), at any cache length and
 /// row count: one octet of one key a step, and the workgroups a split attention aims for
 /// there. A CPU adapter runs a workgroup's barriers as coroutine switches, so the kernel's
-/// fewest lanes, one octet, cost least (bench/results/history.md, "vec shape on CPU adapters").
+/// fewest lanes, one octet, cost least (bench/results/HISTORY.md, "vec shape on CPU adapters").
 const CPU_VEC_SHAPE: (u32, u32) = (8, 1);
 const CPU_SPLIT_TARGET_GROUPS: u64 = 64;
 /// Query rows per workgroup of `flash_attn_tile.wgsl`, most first: the planner takes the first
@@ -264,7 +264,7 @@ fn coop_key(mask: Option<DType>, sinks: bool, (d, dv): (u32, u32)) -> PipelineKe
 const COOP_MAX_HEAD: u64 = 128;
 /// Smallest K head size `flash_attn_coop.wgsl` takes: its softmax costs the same for every head
 /// size, so the cooperative products pay for it only from heads of 64 on (the measurements:
-/// bench/results/history.md, "coop flash attention head sizes").
+/// bench/results/HISTORY.md, "coop flash attention head sizes").
 const COOP_MIN_HEAD: u64 = 64;
 
 /// Workgroup memory of `flash_attn_coop.wgsl` (q's 64 rows, then K tiles of 32, padded by 8
@@ -457,7 +457,7 @@ fn plan(
     // The vec kernel sums across octets of lanes: through subgroup shuffles with subgroups of 8
     // to WG_VEC lanes, else through workgroup memory (browsers, whose WGSL cannot enable
     // subgroups yet). Without subgroups it still beats `flash_attn.wgsl` on decode, unsplit and
-    // split (bench/results/history.md, "vec kernel without subgroups").
+    // split (bench/results/HISTORY.md, "vec kernel without subgroups").
     let lanes_least = if cpu { CPU_VEC_SHAPE.0 } else { WG_VEC };
     let subgroups = ctx.caps.subgroups
         && ctx.caps.subgroup_min_size >= 8

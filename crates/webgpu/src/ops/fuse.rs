@@ -54,7 +54,7 @@
 //!   attention runs as one vec dispatch (decode over caches of up to 1,024 keys) →
 //!   `flash_attn_vec.wgsl` with Q8X storing its result rounded to int8, then the mat-vec with
 //!   ADD reading it: the product's own rounding dispatch goes (every block: three dispatches
-//!   become two; bench/results/history.md, "attention output fusion").
+//!   become two; bench/results/HISTORY.md, "attention output fusion").
 
 use wgllm_core::op::BinaryOp;
 use wgllm_core::{DType, Graph, Op, Result, TensorId};

@@ -122,7 +122,7 @@ pub(crate) fn job_units(a: DType) -> u64 {
 
 /// Weight dtypes whose mat-vec can take int8 activations and integer dot products (`partq` in
 /// `quant_part.wgsl`): decoding eight floats per part and row makes the float path bound by
-/// instruction issue, not by weight bytes (bench/results/history.md, "int8 activation weights").
+/// instruction issue, not by weight bytes (bench/results/HISTORY.md, "int8 activation weights").
 /// The activations are rounded to int8 per 32 values (`quant_act.wgsl`), as ggml's
 /// CPU and CUDA backends round them to q8_0/q8_1 for the same weights: NMSE ~1e-5 against f32.
 pub(crate) fn int8_activations(a: DType) -> bool {
@@ -144,7 +144,7 @@ pub(crate) fn int8_activations(a: DType) -> bool {
 /// integer decoder, activations `x` without batches (quant_act's columns are dim 1 only).
 fn q8x(ctx: &Ctx, a: DType, bytes: u64, x: &Operand) -> bool {
     // q8_0's float path is already bound by its weight bytes, not by decoding: int8 would only
-    // add the rounding dispatch (bench/results/history.md, "int8 activations for q8_0").
+    // add the rounding dispatch (bench/results/HISTORY.md, "int8 activations for q8_0").
     let wanted = match ctx.caps.int8_activations {
         Int8Activations::Off => false,
         Int8Activations::Large => bytes >= INT8_MIN_WEIGHT_BYTES && a != DType::Q8_0,
@@ -172,7 +172,7 @@ pub(super) fn q8x_scratch(units: u64, cols: u64, norm: bool) -> Result<Operand> 
 ///
 /// The rounding is its own dispatch because every mat-vec workgroup would otherwise read the
 /// whole f32 row (4 × the int8 words), more than the weights it shares them with
-/// (bench/results/history.md, "int8 activations").
+/// (bench/results/HISTORY.md, "int8 activations").
 fn quant_act(
     ctx: &Ctx,
     int8: bool,
@@ -638,7 +638,7 @@ pub(super) fn mul_mat_vec_glu(
 /// `attention::flash_attn_ext_q8x`), and it is `None` too when the product does not take int8
 /// activations ([`q8x`]'s policy even though the rounding is free here: small weights gain
 /// no more than noise from int8, and the policy keeps the op table's small products exact;
-/// bench/results/history.md, "pre-rounded attention output").
+/// bench/results/HISTORY.md, "pre-rounded attention output").
 pub(super) fn mul_mat_vec_add(
     mm: &Ctx,
     residual: Operand,
@@ -793,7 +793,7 @@ fn tiled_key(a: DType, bm: u32, id: bool) -> PipelineKey {
 /// Output tiles of 128 × 64 from which `mul_mat_tiled.wgsl` takes 128-row tiles (8 × 4 sums an
 /// invocation instead of 4 × 4: fewer workgroup-memory reads a multiply-add); a product with
 /// fewer keeps 64-row tiles, twice as many workgroups, since filling the device then matters
-/// more than the reads (bench/results/history.md, "tiled kernel tile rows").
+/// more than the reads (bench/results/HISTORY.md, "tiled kernel tile rows").
 const TILED_WIDE_TILES: u64 = 128;
 
 /// The weight rows (64 or 128) of `mul_mat_tiled.wgsl`'s tiles for a product of `m` rows, `n`
@@ -812,11 +812,11 @@ fn tiled_bm(ctx: &Ctx, [m, n, batches]: [u64; 3]) -> u32 {
 pub(crate) const COOP_MIN_N: u64 = 16;
 /// Weight rows of a `mul_mat_coop.wgsl` tile (its invocations). 256-row tiles (8 subgroups)
 /// fill a compute unit's registers alone, so its barriers stall it; two 128-row workgroups
-/// share one and overlap (bench/results/history.md, "coop tile rows").
+/// share one and overlap (bench/results/HISTORY.md, "coop tile rows").
 const COOP_BM: u32 = 128;
 /// Output tiles of `COOP_BM` × 128 a product needs for the 128-column coop tiles: with fewer,
 /// `COOP_BM` × 64 tiles keep twice as many workgroups (a 4096-row, 512-column product has
-/// 128, and runs faster in 128-column tiles: bench/results/history.md, "coop tile columns").
+/// 128, and runs faster in 128-column tiles: bench/results/HISTORY.md, "coop tile columns").
 const COOP_WIDE_TILES: u64 = 128;
 /// Column tiles up to which `mul_mat_coop.wgsl` takes its tiles along n first (op word 6):
 /// the workgroups running at once then share each weight tile, which is read from memory
@@ -838,7 +838,7 @@ const COOP_SPLIT_STEPS: u64 = 32;
 /// goes to scratch, and `mul_mat_split.wgsl` adds them into the result. Splitting pays where a
 /// product has about one workgroup per compute unit or fewer (a 512-token prefill's 4096-wide
 /// projections), each waiting on its loads alone; filling more workgroups or taking shorter
-/// splits does not pay (bench/results/history.md, "coop split-k").
+/// splits does not pay (bench/results/HISTORY.md, "coop split-k").
 fn coop_splits(tiles: u64, batches: u64, k: u64) -> u64 {
     let steps = k / 32;
     let mut s = 1;

@@ -20,7 +20,7 @@ use crate::variants::Family;
 /// (Slot, token) columns per expert, on average, from which mul_mat_id runs the tiled kernels:
 /// the mat-vec reads an expert's weights once per column routed to it, a tile once per 64, but
 /// a tile's steps cost the same however few of its columns are routed, so the tiles win only
-/// from several columns an expert (bench/results/history.md, "MoE tiled threshold").
+/// from several columns an expert (bench/results/HISTORY.md, "MoE tiled threshold").
 const TILED_COLS_PER_EXPERT: u64 = 8;
 /// Invocations of a `moe_route.wgsl` workgroup.
 const ROUTE_WG: u32 = 256;

@@ -11,7 +11,7 @@ use crate::shaders::{Kernel, NormKind, PipelineKey, OP_WORDS};
 
 /// Invocations per workgroup of the one-workgroup-per-row kernels. A decode step normalizes a
 /// single row with one workgroup, whose loop over the row is latency-bound: 256 lanes cut a
-/// 4096-wide row to 16 trips (bench/results/history.md, "row-kernel workgroups").
+/// 4096-wide row to 16 trips (bench/results/HISTORY.md, "row-kernel workgroups").
 const WG_ROW: u32 = 256;
 
 /// The WGSL expression of a gate over `x` (gated) and `g` (linear), helpers in
@@ -81,7 +81,7 @@ pub(super) fn glu(ctx: &Ctx, op: GluOp, swapped: bool) -> Result<Vec<Dispatch>> 
 }
 
 /// Invocations of a norm workgroup on a CPU adapter ([`crate::KernelShapes`]): one SIMD group
-/// or two, where 256 lanes cost 32-64 coroutines (bench/results/history.md, "row-kernel
+/// or two, where 256 lanes cost 32-64 coroutines (bench/results/HISTORY.md, "row-kernel
 /// workgroups").
 const CPU_WG_ROW: u32 = 8;
 

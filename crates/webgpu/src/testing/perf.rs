@@ -149,7 +149,7 @@ const WARM_UP_RUNS: usize = 10_000;
 
 /// Wall time of warm-up runs that [`Timed::warm_up`] takes at least where a benchmark follows
 /// host work of seconds: a GPU idle that long drops its clocks and needs about a second of load
-/// to climb back, and runs timed inside the climb read slow (bench/results/history.md, "clock
+/// to climb back, and runs timed inside the climb read slow (bench/results/HISTORY.md, "clock
 /// ramp after idle").
 pub const CLOCK_RAMP: Duration = Duration::from_millis(1500);
 

@@ -17,7 +17,7 @@ const CPU_VEC_MIN_GROUPS: u64 = 64;
 
 /// The lanes of a mat-vec workgroup on a CPU adapter, `None` on a GPU: one SIMD vector, the
 /// adapter's subgroup size (4 on SwiftShader, 8 on lavapipe with 256-bit vectors; 8 where the
-/// adapter does not say), so that a workgroup is one coroutine (bench/results/history.md,
+/// adapter does not say), so that a workgroup is one coroutine (bench/results/HISTORY.md,
 /// "mat-vec lanes on CPU adapters").
 pub(super) fn cpu_lanes(caps: &Capabilities) -> Option<u32> {
     let simd = match caps.subgroup_max_size {
@@ -41,7 +41,7 @@ pub(super) fn cpu_lanes(caps: &Capabilities) -> Option<u32> {
 /// set by decode steps, whose weights come from memory: a benchmark whose weights stay in L2
 /// ranks them differently. Jobs take up to 2 rows a workgroup, not 4: a job's 16-byte loads
 /// already keep a lane's memory requests in flight, and the 4-row workgroups' registers hold
-/// fewer of them resident; unit lanes keep up to 4 (measurements: bench/results/history.md,
+/// fewer of them resident; unit lanes keep up to 4 (measurements: bench/results/HISTORY.md,
 /// "mat-vec workgroup shape").
 ///
 /// The reduction holds one f32 per lane and sum (`nw` per row, plus `extra` of the norm
