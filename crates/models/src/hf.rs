@@ -64,6 +64,8 @@ pub enum HfError {
     },
     #[error("cannot reach {host}: {reason}")]
     Unreachable { host: String, reason: String },
+    #[error("{0} is not in the cache, and HF_HUB_OFFLINE forbids downloading it")]
+    Offline(String),
     #[error("the download from {host} broke off at byte {at} ({reason}); run again to resume")]
     Interrupted {
         host: String,
@@ -230,6 +232,35 @@ impl HfSpec {
     /// The cached file, if a complete download of it is there.
     pub fn cached(&self, cache_dir: &Path) -> Option<PathBuf> {
         Some(self.cache_path(cache_dir)).filter(|p| p.is_file())
+    }
+
+    /// The snapshot folder of this revision in the Hugging Face tools' cache at `hub_cache`:
+    /// `models--OWNER--REPO/snapshots/COMMIT`, the commit being the revision itself or what
+    /// `refs/REVISION` holds; `None` when they have none.
+    pub fn hub_snapshot(&self, hub_cache: &Path) -> Option<PathBuf> {
+        let repo = hub_cache.join(format!("models--{}--{}", self.owner, self.repo));
+        let is_commit =
+            self.revision.len() == 40 && self.revision.bytes().all(|b| b.is_ascii_hexdigit());
+        let commit = match is_commit {
+            true => self.revision.clone(),
+            false => {
+                let mut r = repo.join("refs");
+                r.extend(self.revision.split('/'));
+                std::fs::read_to_string(r).ok()?.trim().to_string()
+            }
+        };
+        if commit.is_empty() || !commit.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return None;
+        }
+        Some(repo.join("snapshots").join(commit)).filter(|p| p.is_dir())
+    }
+
+    /// The file in the Hugging Face tools' cache, if they downloaded it ([`HfSpec::hub_snapshot`]).
+    pub fn hub_cached(&self, hub_cache: &Path) -> Option<PathBuf> {
+        let mut p = self.hub_snapshot(hub_cache)?;
+        p.extend(self.file.split('/'));
+        // A snapshot entry is a link into blobs/; `is_file` follows it.
+        p.is_file().then_some(p)
     }
 }
 
@@ -573,8 +604,8 @@ impl Fetched {
     }
 }
 
-/// Makes sure the `hf:` model is in `cache_dir`: a complete cached copy is used as is, without
-/// the network; otherwise the file is downloaded (or an interrupted download resumed) with a
+/// Makes sure the `hf:` model is in `cache_dir`: a complete cached copy (or the Hugging Face
+/// tools' copy, [`HfSpec::hub_cached`]) is used as is, without the network; otherwise the file is downloaded (or an interrupted download resumed) with a
 /// progress bar (bytes, rate, time left) drawn to `progress`, and verified before it enters the
 /// cache. Says on stderr what it downloads and what it verified.
 pub fn fetch(
@@ -585,6 +616,13 @@ pub fn fetch(
 ) -> Result<Fetched, HfError> {
     if let Some(p) = spec.cached(cache_dir) {
         return Ok(Fetched::cached(p));
+    }
+    if let Some(p) = hub.hub_cache.as_deref().and_then(|h| spec.hub_cached(h)) {
+        eprintln!("wgllm: {spec} from the Hugging Face cache: {}", p.display());
+        return Ok(Fetched::cached(p));
+    }
+    if hub.offline {
+        return Err(HfError::Offline(spec.to_string()));
     }
     let origin =
         Origin::of(&hub.endpoint).ok_or_else(|| HfError::BadEndpoint(hub.endpoint.clone()))?;

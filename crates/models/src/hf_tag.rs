@@ -61,10 +61,14 @@ pub fn resolve(spec: &str, hub: &HubConfig, cache_dir: &Path) -> Result<HfSpec, 
     })?;
     // Checked as a spec of a file would be, so a bad owner or revision fails before any request.
     t.file_spec("x.gguf")?;
-    let files = match hf::list_files(&t.owner, &t.repo, &t.revision, hub) {
+    let listed = match hub.offline {
+        true => Err(HfError::Offline(spec.into())),
+        false => hf::list_files(&t.owner, &t.repo, &t.revision, hub),
+    };
+    let files = match listed {
         Ok(f) => f,
-        Err(e @ HfError::Unreachable { .. }) => {
-            let cached = cached_files(&t, cache_dir);
+        Err(e @ (HfError::Unreachable { .. } | HfError::Offline(_))) => {
+            let cached = cached_files(&t, cache_dir, hub.hub_cache.as_deref());
             if cached.is_empty() {
                 return Err(e);
             }
@@ -76,24 +80,30 @@ pub fn resolve(spec: &str, hub: &HubConfig, cache_dir: &Path) -> Result<HfSpec, 
     t.file_spec(&file)
 }
 
-/// The GGUF files the cache holds of `t`'s repository at its revision.
-fn cached_files(t: &TaggedSpec, cache_dir: &Path) -> Vec<String> {
-    let root = t.file_spec("x.gguf").map(|s| s.cache_path(cache_dir));
-    let Some(root) = root.ok().and_then(|p| p.parent().map(Path::to_path_buf)) else {
+/// The files the caches hold of `t`'s repository at its revision: wgllm's, and the Hugging Face
+/// tools' snapshot of it when `hub_cache` is given.
+fn cached_files(t: &TaggedSpec, cache_dir: &Path, hub_cache: Option<&Path>) -> Vec<String> {
+    let Ok(spec) = t.file_spec("x.gguf") else {
         return vec![];
     };
+    let ours = spec.cache_path(cache_dir).parent().map(Path::to_path_buf);
+    let theirs = hub_cache.and_then(|h| spec.hub_snapshot(h));
     let mut out = Vec::new();
-    let mut stack = vec![root.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if let Ok(rel) = p.strip_prefix(&root) {
-                out.push(rel.to_string_lossy().replace('\\', "/"));
+    for root in ours.into_iter().chain(theirs) {
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if let Ok(rel) = p.strip_prefix(&root) {
+                    out.push(rel.to_string_lossy().replace('\\', "/"));
+                }
             }
         }
     }
+    out.sort();
+    out.dedup();
     out
 }
 

@@ -251,6 +251,8 @@ fn hub(s: &Server) -> HubConfig {
     HubConfig {
         endpoint: s.endpoint.clone(),
         token: None,
+        hub_cache: None,
+        offline: false,
     }
 }
 
@@ -349,6 +351,8 @@ fn downloads_with_progress_verifies_and_reuses_the_cache() {
     let gone = HubConfig {
         endpoint: "http://127.0.0.1:1".into(),
         token: None,
+        hub_cache: None,
+        offline: false,
     };
     let again = get(&gone, &cache).unwrap();
     assert!(again.from_cache && again.path == path && again.len == model.len() as u64);
@@ -524,13 +528,70 @@ fn an_unreachable_endpoint_names_the_host() {
     let hub = HubConfig {
         endpoint: "http://127.0.0.1:1".into(),
         token: None,
+        hub_cache: None,
+        offline: false,
     };
     let e = get(&hub, &cache).unwrap_err().to_string();
     assert!(e.starts_with("cannot reach 127.0.0.1:1"), "{e}");
     let bad = HubConfig {
         endpoint: "ftp://mirror".into(),
         token: None,
+        hub_cache: None,
+        offline: false,
     };
     let e = get(&bad, &cache).unwrap_err().to_string();
     assert!(e.contains("not an http:// or https:// URL"), "{e}");
+}
+
+#[test]
+fn the_hugging_face_tools_cache_is_used_where_it_is() {
+    // As huggingface_hub lays a download out: the blob, the snapshot's link to it, the ref.
+    let cache = Cache::new("hubcache");
+    let repo = cache.0.join("hub/models--test-org--Tiny-GGUF");
+    let commit = "0123456789abcdef0123456789abcdef01234567";
+    let bytes = gguf();
+    std::fs::create_dir_all(repo.join("blobs")).unwrap();
+    std::fs::write(repo.join("blobs").join(sha256(&bytes)), &bytes).unwrap();
+    let snap = repo.join("snapshots").join(commit);
+    std::fs::create_dir_all(&snap).unwrap();
+    std::os::unix::fs::symlink(
+        format!("../../blobs/{}", sha256(&bytes)),
+        snap.join("tiny.Q8_0.gguf"),
+    )
+    .unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), commit).unwrap();
+    // Nothing listens on port 1: the file must come from the tools' cache.
+    let hub = HubConfig {
+        endpoint: "http://127.0.0.1:1".into(),
+        token: None,
+        hub_cache: Some(cache.0.join("hub")),
+        offline: false,
+    };
+    let got = get(&hub, &cache).unwrap();
+    assert!(got.from_cache);
+    assert_eq!(got.path, snap.join("tiny.Q8_0.gguf"));
+    assert_eq!(std::fs::read(&got.path).unwrap(), bytes);
+    // At a commit the tools never fetched, it is not there.
+    let other = HfSpec::parse(&format!("{SPEC}@{}", "f".repeat(40))).unwrap();
+    assert_eq!(other.hub_cached(&cache.0.join("hub")), None);
+}
+
+#[test]
+fn offline_nothing_is_asked_of_the_network() {
+    let server = Server::start(Behaviour::serving(RESOLVE, gguf()));
+    let cache = Cache::new("offline");
+    let offline = HubConfig {
+        offline: true,
+        ..hub(&server)
+    };
+    let e = get(&offline, &cache).unwrap_err();
+    assert!(matches!(e, HfError::Offline(_)), "{e}");
+    assert!(e.to_string().contains("HF_HUB_OFFLINE"), "{e}");
+    assert!(server.seen().is_empty(), "{:?}", server.seen());
+    // Once downloaded, the cached copy serves offline.
+    get(&hub(&server), &cache).unwrap();
+    let n = server.seen().len();
+    assert!(get(&offline, &cache).unwrap().from_cache);
+    assert_eq!(server.seen().len(), n);
 }

@@ -236,3 +236,42 @@ fn a_split_model_comes_down_whole_and_runs() {
     let o = tokenize("http://127.0.0.1:1");
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
+
+#[test]
+fn offline_a_tag_resolves_from_the_hugging_face_tools_cache() {
+    let s = Scratch::new("hubcache");
+    let m = tiny(&s);
+    let snap = s.path("hub/models--test-org--tiny-GGUF/snapshots/abc123");
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::copy(&m, format!("{snap}/tiny-Q8_0.gguf")).unwrap();
+    std::fs::create_dir_all(s.path("hub/models--test-org--tiny-GGUF/refs")).unwrap();
+    std::fs::write(
+        s.path("hub/models--test-org--tiny-GGUF/refs/main"),
+        "abc123",
+    )
+    .unwrap();
+    let (cache, hub) = (s.path("cache"), s.path("hub"));
+    let env = [
+        ("XDG_CACHE_HOME", cache.as_str()),
+        ("HF_HUB_CACHE", hub.as_str()),
+        ("HF_HUB_OFFLINE", "1"),
+    ];
+    let args = [
+        "tokenize",
+        "-m",
+        "hf:test-org/tiny-GGUF:q8_0",
+        "--no-special",
+        "hi!",
+    ];
+    let o = wgllm(&args, &env);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(text(&o.stdout), "104\n105\n33\n");
+    assert!(
+        text(&o.stderr).contains("from the Hugging Face cache"),
+        "{}",
+        text(&o.stderr)
+    );
+    // A file neither cache holds is one error line naming offline mode.
+    let args = ["tokenize", "-m", "hf:test-org/tiny-GGUF/other.gguf", "x"];
+    assert_one_error_line(&wgllm(&args, &env), "HF_HUB_OFFLINE");
+}
