@@ -227,9 +227,10 @@ pub fn remove(
             Err(e) => Err(RemoveError::Io(p, e)),
         }
     };
-    rm(m.path.clone())?;
-    for p in &m.parts {
+    for p in std::iter::once(&m.path).chain(&m.parts) {
         rm(p.clone())?;
+        // The sha256 an `hf:` download keeps beside the file.
+        rm(crate::hf::sha_path(p))?;
     }
     if let Origin::Known(n) = m.origin {
         if let Some(k) = known.iter().find(|k| k.name == n && k.convert.is_some()) {

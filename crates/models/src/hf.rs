@@ -580,7 +580,7 @@ fn content_range_total(value: Option<&str>, start: u64) -> Option<Option<u64>> {
 pub struct Fetched {
     /// The model file in the cache.
     pub path: PathBuf,
-    /// True when the cache already held it (no request was made).
+    /// True when the cache already held it (at most a `HEAD` was made, to see it unchanged).
     pub from_cache: bool,
     /// Bytes of an earlier partial download that this one continued from (0: from the start).
     pub resumed_at: u64,
@@ -614,20 +614,37 @@ pub fn fetch(
     cache_dir: &Path,
     progress: ProgressDrawTarget,
 ) -> Result<Fetched, HfError> {
-    if let Some(p) = spec.cached(cache_dir) {
-        return Ok(Fetched::cached(p));
-    }
-    if let Some(p) = hub.hub_cache.as_deref().and_then(|h| spec.hub_cached(h)) {
-        eprintln!("wgllm: {spec} from the Hugging Face cache: {}", p.display());
-        return Ok(Fetched::cached(p));
-    }
-    if hub.offline {
-        return Err(HfError::Offline(spec.to_string()));
-    }
-    let origin =
-        Origin::of(&hub.endpoint).ok_or_else(|| HfError::BadEndpoint(hub.endpoint.clone()))?;
+    let origin = Origin::of(&hub.endpoint);
     let agent = crate::net::agent();
-    let remote = probe(&agent, spec, hub, &origin)?;
+    // A cached copy of a branch or tag is checked against the Hub's sha256 with one HEAD.
+    let newer = match spec.cached(cache_dir) {
+        Some(p) => match origin
+            .as_ref()
+            .and_then(|o| revalidate(&agent, spec, hub, o, &p))
+        {
+            None => return Ok(Fetched::cached(p)),
+            Some(remote) => {
+                eprintln!("wgllm: {spec} changed on the Hub since it was downloaded; updating it");
+                Some(remote)
+            }
+        },
+        None => None,
+    };
+    if newer.is_none() {
+        if let Some(p) = hub.hub_cache.as_deref().and_then(|h| spec.hub_cached(h)) {
+            eprintln!("wgllm: {spec} from the Hugging Face cache: {}", p.display());
+            return Ok(Fetched::cached(p));
+        }
+        if hub.offline {
+            return Err(HfError::Offline(spec.to_string()));
+        }
+    }
+    let origin = origin.ok_or_else(|| HfError::BadEndpoint(hub.endpoint.clone()))?;
+    let remote = match newer {
+        Some(r) => r,
+        None => probe(&agent, spec, hub, &origin)?,
+    };
+    let updating = spec.cached(cache_dir).is_some();
     let dest = spec.cache_path(cache_dir);
     let dir = dest.parent().unwrap_or(cache_dir);
     std::fs::create_dir_all(dir).map_err(write_err(dir))?;
@@ -647,7 +664,7 @@ pub fn fetch(
         Err(TryLockError::Error(e)) => return Err(HfError::Io(part_path.display().to_string(), e)),
     }
     // Another process may have finished while this one waited for the lock.
-    if let Some(p) = spec.cached(cache_dir) {
+    if let (false, Some(p)) = (updating, spec.cached(cache_dir)) {
         return Ok(Fetched::cached(p));
     }
     let mut job = Job {
@@ -681,6 +698,13 @@ pub fn fetch(
     drop(part);
     std::fs::rename(&part_path, &dest).map_err(io_err(&dest))?;
     let sha256 = job.remote.sha256;
+    // What the next run compares the Hub's sha256 with ([`revalidate`]).
+    match &sha256 {
+        Some(sha) => std::fs::write(sha_path(&dest), sha).map_err(write_err(&dest))?,
+        None => {
+            let _ = std::fs::remove_file(sha_path(&dest));
+        }
+    }
     let checked = match &sha256 {
         Some(sha) => format!("sha256 {sha} matches the server's"),
         None => "the server named no sha256".into(),
@@ -696,6 +720,46 @@ pub fn fetch(
         len,
         sha256,
     })
+}
+
+/// Where the sha256 the Hub gave for a cached file is kept beside it.
+pub fn sha_path(file: &Path) -> PathBuf {
+    let mut name = file.file_name().unwrap_or_default().to_os_string();
+    name.push(".sha256");
+    file.with_file_name(name)
+}
+
+/// Whether the cached copy `path` of `spec` must be downloaded again: `Some` with the Hub's
+/// answer when its sha256 (or, without one on either side, its size) differs; `None` to use the
+/// copy — offline, pinned to a commit, the Hub unreachable or answering an error (said on
+/// stderr), or unchanged.
+fn revalidate(
+    agent: &ureq::Agent,
+    spec: &HfSpec,
+    hub: &HubConfig,
+    origin: &Origin,
+    path: &Path,
+) -> Option<Remote> {
+    let commit = spec.revision.len() == 40 && spec.revision.bytes().all(|b| b.is_ascii_hexdigit());
+    if hub.offline || commit {
+        return None;
+    }
+    let remote = match probe(agent, spec, hub, origin) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("wgllm: using the cached {spec} ({e})");
+            return None;
+        }
+    };
+    let ours = std::fs::read_to_string(sha_path(path)).ok();
+    let changed = match (&remote.sha256, ours.as_deref().map(str::trim)) {
+        (Some(theirs), Some(ours)) => !theirs.eq_ignore_ascii_case(ours),
+        _ => {
+            let len = std::fs::metadata(path).map_or(0, |m| m.len());
+            remote.size.is_some_and(|s| s != len)
+        }
+    };
+    changed.then_some(remote)
 }
 
 /// What a `GET` from some byte on brought.

@@ -595,3 +595,39 @@ fn offline_nothing_is_asked_of_the_network() {
     assert!(get(&offline, &cache).unwrap().from_cache);
     assert_eq!(server.seen().len(), n);
 }
+
+#[test]
+fn a_cached_branch_is_checked_with_one_head_and_updated_when_it_changed() {
+    let v1 = gguf();
+    let mut v2 = v1.clone();
+    let n = v2.len();
+    v2[n - 1] ^= 1;
+    let cache = Cache::new("revalidate");
+    let first = Server::start(Behaviour::serving(RESOLVE, v1.clone()));
+    let path = get(&hub(&first), &cache).unwrap().path;
+    assert_eq!(std::fs::read(&path).unwrap(), v1);
+    // The same file on the Hub: one HEAD, the cached copy.
+    let same = Server::start(Behaviour::serving(RESOLVE, v1.clone()));
+    let got = get(&hub(&same), &cache).unwrap();
+    assert!(got.from_cache);
+    let seen = same.seen();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].method, "HEAD");
+    // A new version on the Hub: downloaded over the old one.
+    let changed = Server::start(Behaviour::serving(RESOLVE, v2.clone()));
+    let got = get(&hub(&changed), &cache).unwrap();
+    assert!(!got.from_cache);
+    assert_eq!(got.path, path);
+    assert_eq!(std::fs::read(&path).unwrap(), v2);
+    // Pinned to a commit, the copy is never checked.
+    let pinned = HfSpec::parse(&format!("{SPEC}@{}", "a".repeat(40))).unwrap();
+    let gone = HubConfig {
+        endpoint: "http://127.0.0.1:1".into(),
+        ..hub(&changed)
+    };
+    let dest = pinned.cache_path(&cache.0);
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    std::fs::write(&dest, &v1).unwrap();
+    let got = fetch(&pinned, &gone, &cache.0, ProgressDrawTarget::hidden()).unwrap();
+    assert!(got.from_cache);
+}
