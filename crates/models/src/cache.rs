@@ -48,33 +48,134 @@ impl CachedModel {
     }
 }
 
-/// Every GGUF model in `cache_dir`, sorted by path (a split model once, under its first file);
-/// `known` names the files known models pull.
-pub fn list(cache_dir: &Path, known: &[&'static KnownModel]) -> io::Result<Vec<CachedModel>> {
+/// Every GGUF model in `cache_dir`, then in the Hugging Face tools' cache `hub_cache`, each
+/// sorted by path (a split model once, under its first file); `known` names the files known
+/// models pull.
+pub fn list(
+    cache_dir: &Path,
+    hub_cache: Option<&Path>,
+    known: &[&'static KnownModel],
+) -> io::Result<Vec<CachedModel>> {
     let mut files = Vec::new();
     collect(cache_dir, &mut files)?;
+    let mut out: Vec<CachedModel> = grouped(files)
+        .into_iter()
+        .map(|(path, parts)| {
+            let origin = origin(cache_dir, &path, known);
+            describe(path, parts, origin)
+        })
+        .collect();
+    if let Some(hub) = hub_cache {
+        for (snapshot, spec) in hub_snapshots(hub)? {
+            let mut files = Vec::new();
+            collect(&snapshot, &mut files)?;
+            for (path, parts) in grouped(files) {
+                let Ok(rel) = path.strip_prefix(&snapshot) else {
+                    continue;
+                };
+                let file = rel.to_string_lossy().replace('\\', "/");
+                let at = match spec.revision.as_str() {
+                    "main" => String::new(),
+                    r => format!("@{r}"),
+                };
+                let origin = Origin::Hub(format!("{}/{file}{at}", spec.repo));
+                out.push(describe(path, parts, origin));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `files` sorted, a split model's parts under its first file.
+fn grouped(mut files: Vec<PathBuf>) -> Vec<(PathBuf, Vec<PathBuf>)> {
     files.sort();
     fn split(p: &Path) -> Option<(&str, u32, u32)> {
         p.file_name().and_then(|n| n.to_str()).and_then(split_name)
     }
-    let firsts: Vec<PathBuf> = files
+    files
         .iter()
         .filter(|p| split(p).is_none_or(|(_, part, _)| part == 1))
-        .cloned()
-        .collect();
-    Ok(firsts
-        .into_iter()
         .map(|path| {
-            let parts = match split(&path) {
+            let parts = match split(path) {
                 Some((prefix, _, count)) => (2..=count)
                     .map(|i| path.with_file_name(part_name(prefix, i, count)))
                     .filter(|p| files.contains(p))
                     .collect(),
                 None => Vec::new(),
             };
-            describe(cache_dir, path, parts, known)
+            (path.clone(), parts)
         })
-        .collect())
+        .collect()
+}
+
+/// Each snapshot folder of the tools' cache with the `hf:OWNER/REPO` its files are named under
+/// and its revision: `main` or another ref pointing at it, else its commit.
+fn hub_snapshots(hub: &Path) -> io::Result<Vec<(PathBuf, HubName)>> {
+    let mut out = Vec::new();
+    let entries = match std::fs::read_dir(hub) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
+        Err(e) => return Err(e),
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some((owner, repo)) = name
+            .strip_prefix("models--")
+            .and_then(|r| r.split_once("--"))
+        else {
+            continue;
+        };
+        let refs = refs_of(&e.path().join("refs"));
+        for snap in std::fs::read_dir(e.path().join("snapshots"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let commit = snap.file_name().to_string_lossy().into_owned();
+            let mut names: Vec<&String> = refs
+                .iter()
+                .filter(|(_, c)| *c == commit)
+                .map(|(r, _)| r)
+                .collect();
+            names.sort_by_key(|r| (r.as_str() != "main", r.as_str().to_string()));
+            let revision = names.first().map_or(commit.clone(), |r| (*r).clone());
+            out.push((
+                snap.path(),
+                HubName {
+                    repo: format!("hf:{owner}/{repo}"),
+                    revision,
+                },
+            ));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// `hf:OWNER/REPO` and a revision (a file is `hf:OWNER/REPO/FILE[@REV]`, no `@` for `main`).
+struct HubName {
+    repo: String,
+    revision: String,
+}
+
+/// `(ref name, commit)` of every ref under `dir` (`refs/main`, `refs/pr/1`).
+fn refs_of(dir: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let (Ok(rel), Ok(c)) = (p.strip_prefix(dir), std::fs::read_to_string(&p)) {
+                out.push((
+                    rel.to_string_lossy().replace('\\', "/"),
+                    c.trim().to_string(),
+                ));
+            }
+        }
+    }
+    out
 }
 
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
@@ -95,17 +196,11 @@ fn collect(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
     Ok(())
 }
 
-fn describe(
-    cache_dir: &Path,
-    path: PathBuf,
-    parts: Vec<PathBuf>,
-    known: &[&'static KnownModel],
-) -> CachedModel {
+fn describe(path: PathBuf, parts: Vec<PathBuf>, origin: Origin) -> CachedModel {
     let bytes = std::iter::once(&path)
         .chain(&parts)
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
         .sum();
-    let origin = origin(cache_dir, &path, known);
     let (architecture, dtype) = match GgufFile::open(&path) {
         Ok(f) => (
             f.architecture()
@@ -181,14 +276,17 @@ pub enum RemoveError {
 
 /// Removes the cached model `name` (a known name, an `hf:` spec or a path `wgllm list` printed)
 /// with what was downloaded to make it (a known model's checkpoint zip and its unpacked
-/// folder); returns the paths removed and their bytes. A file some process holds open as a
+/// folder; in the Hugging Face tools' cache, the blobs no other snapshot links to, and the
+/// snapshot and its refs once empty); returns the paths removed and their bytes. A file some process holds open as a
 /// model ([`wgllm_gguf::in_use`]) is refused.
 pub fn remove(
     cache_dir: &Path,
+    hub_cache: Option<&Path>,
     name: &str,
     known: &[&'static KnownModel],
 ) -> Result<Vec<(PathBuf, u64)>, RemoveError> {
-    let models = list(cache_dir, known).map_err(|e| RemoveError::Io(cache_dir.into(), e))?;
+    let models =
+        list(cache_dir, hub_cache, known).map_err(|e| RemoveError::Io(cache_dir.into(), e))?;
     let p = Path::new(name);
     // A bare file name names the one cached file of that name.
     let by_file: Vec<&CachedModel> = models
@@ -227,10 +325,20 @@ pub fn remove(
             Err(e) => Err(RemoveError::Io(p, e)),
         }
     };
-    for p in std::iter::once(&m.path).chain(&m.parts) {
-        rm(p.clone())?;
+    let files: Vec<&PathBuf> = std::iter::once(&m.path).chain(&m.parts).collect();
+    let in_hub = hub_cache.filter(|h| m.path.starts_with(h));
+    // The blobs behind the tools' snapshot links, found before the links go.
+    let blobs: Vec<PathBuf> = match in_hub {
+        Some(_) => files.iter().filter_map(|p| p.canonicalize().ok()).collect(),
+        None => Vec::new(),
+    };
+    for p in &files {
+        rm((*p).clone())?;
         // The sha256 an `hf:` download keeps beside the file.
         rm(crate::hf::sha_path(p))?;
+    }
+    if let Some(hub) = in_hub {
+        tidy_hub(hub, &m.path, &blobs).map_err(|e| RemoveError::Io(m.path.clone(), e))?;
     }
     if let Origin::Known(n) = m.origin {
         if let Some(k) = known.iter().find(|k| k.name == n && k.convert.is_some()) {
@@ -239,6 +347,48 @@ pub fn remove(
         }
     }
     Ok(gone)
+}
+
+/// After a snapshot entry `link` of the tools' cache `hub` went: its `blobs` that no other entry
+/// of the repository links to, the folders it leaves empty, and the refs of a snapshot gone.
+fn tidy_hub(hub: &Path, link: &Path, blobs: &[PathBuf]) -> io::Result<()> {
+    let Ok(rel) = link.strip_prefix(hub) else {
+        return Ok(());
+    };
+    let mut it = rel.components();
+    let (Some(repo), Some(_), Some(commit)) = (it.next(), it.next(), it.next()) else {
+        return Ok(());
+    };
+    let repo = hub.join(repo);
+    let snapshot = repo.join("snapshots").join(commit);
+    let mut linked = Vec::new();
+    collect(&repo.join("snapshots"), &mut linked)?;
+    let still: Vec<PathBuf> = linked
+        .iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    for b in blobs {
+        if !still.contains(b) {
+            std::fs::remove_file(b)?;
+        }
+    }
+    // Empty folders from the entry's up to the snapshot.
+    let mut dir = link.parent();
+    while let Some(d) = dir.filter(|d| d.starts_with(&snapshot)) {
+        if std::fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+    if !snapshot.exists() {
+        let commit = commit.as_os_str().to_string_lossy();
+        for (name, c) in refs_of(&repo.join("refs")) {
+            if c == commit {
+                std::fs::remove_file(repo.join("refs").join(name))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn same_file(a: &Path, b: &Path) -> bool {
@@ -288,7 +438,7 @@ mod tests {
         write(&d.join("mine.gguf"), DType::F32);
         std::fs::write(d.join("broken.gguf"), b"not gguf").unwrap();
         std::fs::write(d.join("notes.txt"), b"x").unwrap();
-        let l = list(&d, &known()).unwrap();
+        let l = list(&d, None, &known()).unwrap();
         let names: Vec<String> = l.iter().map(CachedModel::name).collect();
         assert_eq!(l.len(), 5, "{names:?}");
         let by = |n: &str| {
@@ -305,7 +455,7 @@ mod tests {
         let broken = by(&d.join("broken.gguf").display().to_string());
         assert!(broken.architecture.is_err() && broken.dtype.is_none());
         assert!(by("smollm2").bytes > 0);
-        assert!(list(&d.join("absent"), &known()).unwrap().is_empty());
+        assert!(list(&d.join("absent"), None, &known()).unwrap().is_empty());
     }
 
     #[test]
@@ -318,22 +468,22 @@ mod tests {
         let k = known();
         {
             let _held = GgufFile::open(&hub).unwrap();
-            let e = remove(&d, "hf:o/r/x.gguf", &k).unwrap_err();
+            let e = remove(&d, None, "hf:o/r/x.gguf", &k).unwrap_err();
             assert!(matches!(e, RemoveError::InUse(_)), "{e}");
             assert!(hub.exists());
         }
-        let gone = remove(&d, "hf:o/r/x.gguf", &k).unwrap();
+        let gone = remove(&d, None, "hf:o/r/x.gguf", &k).unwrap();
         assert_eq!(gone.len(), 1);
         assert!(!hub.exists());
-        remove(&d, "smollm2", &k).unwrap();
+        remove(&d, None, "smollm2", &k).unwrap();
         assert!(!d.join(KNOWN_MODELS[0].file).exists());
-        remove(&d, &d.join("mine.gguf").display().to_string(), &k).unwrap();
-        assert!(list(&d, &k).unwrap().is_empty());
-        let e = remove(&d, "smollm2", &k).unwrap_err();
+        remove(&d, None, &d.join("mine.gguf").display().to_string(), &k).unwrap();
+        assert!(list(&d, None, &k).unwrap().is_empty());
+        let e = remove(&d, None, "smollm2", &k).unwrap_err();
         assert!(matches!(e, RemoveError::NotCached(_)), "{e}");
         let outside = scratch("rm-outside").join("y.gguf");
         write(&outside, DType::F32);
-        let e = remove(&d, &outside.display().to_string(), &k).unwrap_err();
+        let e = remove(&d, None, &outside.display().to_string(), &k).unwrap_err();
         assert!(matches!(e, RemoveError::OutsideCache(..)), "{e}");
         assert!(outside.exists());
     }
@@ -352,12 +502,44 @@ mod tests {
     }
 
     #[test]
+    fn the_hugging_face_tools_cache_is_listed_and_removed_from() {
+        use crate::hf::HfSpec;
+        use crate::hub_cache::Target;
+        let d = scratch("hub");
+        let hub = d.join("hub");
+        let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 1).unwrap();
+        let spec = HfSpec::parse("hf:o/r/sub/m.gguf").unwrap();
+        let t = Target::new(&hub, &spec, "c0ffee", &"ab".repeat(32));
+        std::fs::create_dir_all(t.blob.parent().unwrap()).unwrap();
+        std::fs::write(&t.blob, &bytes).unwrap();
+        t.publish().unwrap();
+        // The same blob at a second revision, a tag.
+        let tagged = HfSpec::parse("hf:o/r/sub/m.gguf@v1").unwrap();
+        let t2 = Target::new(&hub, &tagged, "beef", &"ab".repeat(32));
+        t2.publish().unwrap();
+        let k = known();
+        let l = list(&d.join("ours"), Some(&hub), &k).unwrap();
+        let names: Vec<String> = l.iter().map(CachedModel::name).collect();
+        assert_eq!(names, ["hf:o/r/sub/m.gguf@v1", "hf:o/r/sub/m.gguf"]);
+        assert_eq!(l[1].bytes, bytes.len() as u64);
+        assert_eq!(l[1].dtype, Some(DType::Q8_0));
+        // Removing main keeps the blob the tag still links to, and drops main's ref.
+        remove(&d.join("ours"), Some(&hub), "hf:o/r/sub/m.gguf", &k).unwrap();
+        assert!(!t.link.exists() && t.blob.exists());
+        assert!(!t.reference.as_ref().unwrap().exists());
+        assert!(!t.link.parent().unwrap().exists());
+        remove(&d.join("ours"), Some(&hub), "hf:o/r/sub/m.gguf@v1", &k).unwrap();
+        assert!(!t.blob.exists() && !t2.link.exists());
+        assert!(list(&d.join("ours"), Some(&hub), &k).unwrap().is_empty());
+    }
+
+    #[test]
     fn a_split_model_is_listed_once_and_removed_whole() {
         let d = scratch("split");
         let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 1).unwrap();
         let [p1, p2] = write_split(&d.join("hf/o/r/main"), "m-Q8_0", bytes);
         let k = known();
-        let l = list(&d, &k).unwrap();
+        let l = list(&d, None, &k).unwrap();
         assert_eq!(l.len(), 1, "{l:?}");
         let m = &l[0];
         assert_eq!(m.name(), "hf:o/r/m-Q8_0-00001-of-00002.gguf");
@@ -368,10 +550,10 @@ mod tests {
         assert_eq!(m.bytes, both);
         {
             let _held = GgufFile::open(&p1).unwrap();
-            let e = remove(&d, &m.name(), &k).unwrap_err();
+            let e = remove(&d, None, &m.name(), &k).unwrap_err();
             assert!(matches!(e, RemoveError::InUse(_)), "{e}");
         }
-        let gone = remove(&d, &m.name(), &k).unwrap();
+        let gone = remove(&d, None, &m.name(), &k).unwrap();
         assert_eq!(gone.len(), 2);
         assert!(!p1.exists() && !p2.exists());
     }

@@ -20,6 +20,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sha2::{Digest, Sha256};
 
 use crate::config::HubConfig;
+use crate::hub_cache::Target;
 
 /// What a model argument starts with to name a file on the Hub.
 pub const PREFIX: &str = "hf:";
@@ -416,6 +417,8 @@ struct Remote {
     url: String,
     size: Option<u64>,
     sha256: Option<String>,
+    /// The commit the revision is at (`X-Repo-Commit`), when the Hub says.
+    commit: Option<String>,
 }
 
 /// The paths of every file in a repository at `revision`, from the Hub's tree API
@@ -473,7 +476,7 @@ fn probe(
     origin: &Origin,
 ) -> Result<Remote, HfError> {
     let mut url = spec.url(&hub.endpoint);
-    let (mut size, mut sha256) = (None, None);
+    let (mut size, mut sha256, mut commit) = (None, None, None);
     for _ in 0..MAX_HOPS {
         let mut req = agent.head(&url).config().max_redirects(0).build();
         if let (Some(token), true) = (&hub.token, origin.owns(&url)) {
@@ -485,11 +488,21 @@ fn probe(
             .or_else(|| header(h, "x-linked-etag").and_then(etag_sha256))
             .or_else(|| header(h, "etag").and_then(etag_sha256));
         size = size.or_else(|| header(h, "x-linked-size").and_then(|v| v.parse().ok()));
+        commit = commit.or_else(|| {
+            header(h, "x-repo-commit")
+                .filter(|c| !c.is_empty() && c.bytes().all(|b| b.is_ascii_alphanumeric()))
+                .map(str::to_string)
+        });
         let status = resp.status().as_u16();
         match status {
             200..=299 => {
                 size = size.or_else(|| header(h, "content-length").and_then(|v| v.parse().ok()));
-                return Ok(Remote { url, size, sha256 });
+                return Ok(Remote {
+                    url,
+                    size,
+                    sha256,
+                    commit,
+                });
             }
             300..=399 => match header(h, "location") {
                 Some(loc) if loc.starts_with('/') => url = format!("{}{loc}", origin.origin),
@@ -498,6 +511,7 @@ fn probe(
                         url: loc.to_string(),
                         size,
                         sha256,
+                        commit,
                     })
                 }
                 _ => {
@@ -616,41 +630,60 @@ pub fn fetch(
 ) -> Result<Fetched, HfError> {
     let origin = Origin::of(&hub.endpoint);
     let agent = crate::net::agent();
-    // A cached copy of a branch or tag is checked against the Hub's sha256 with one HEAD.
-    let newer = match spec.cached(cache_dir) {
+    // Ours first, then the Hugging Face tools' copy; a branch or tag is checked against the
+    // Hub's sha256 with one HEAD.
+    let ours = spec.cached(cache_dir);
+    let theirs = || hub.hub_cache.as_deref().and_then(|h| spec.hub_cached(h));
+    let newer = match ours.clone().or_else(theirs) {
         Some(p) => match origin
             .as_ref()
             .and_then(|o| revalidate(&agent, spec, hub, o, &p))
         {
-            None => return Ok(Fetched::cached(p)),
+            None => {
+                if ours.is_none() {
+                    eprintln!("wgllm: {spec} from the Hugging Face cache: {}", p.display());
+                }
+                return Ok(Fetched::cached(p));
+            }
             Some(remote) => {
                 eprintln!("wgllm: {spec} changed on the Hub since it was downloaded; updating it");
                 Some(remote)
             }
         },
+        None if hub.offline => return Err(HfError::Offline(spec.to_string())),
         None => None,
     };
-    if newer.is_none() {
-        if let Some(p) = hub.hub_cache.as_deref().and_then(|h| spec.hub_cached(h)) {
-            eprintln!("wgllm: {spec} from the Hugging Face cache: {}", p.display());
-            return Ok(Fetched::cached(p));
-        }
-        if hub.offline {
-            return Err(HfError::Offline(spec.to_string()));
-        }
-    }
+    let updating = newer.is_some();
     let origin = origin.ok_or_else(|| HfError::BadEndpoint(hub.endpoint.clone()))?;
     let remote = match newer {
         Some(r) => r,
         None => probe(&agent, spec, hub, &origin)?,
     };
-    let updating = spec.cached(cache_dir).is_some();
-    let dest = spec.cache_path(cache_dir);
+    // Into the Hugging Face tools' layout when the Hub names the commit and the sha256 (as
+    // the Hub does), else into ours.
+    let target = match (&hub.hub_cache, &remote.commit, &remote.sha256) {
+        (Some(h), Some(commit), Some(sha)) => Some(Target::new(h, spec, commit, sha)),
+        _ => None,
+    };
+    let (dest, part_path) = match &target {
+        Some(t) => (t.blob.clone(), t.incomplete()),
+        None => {
+            let dest = spec.cache_path(cache_dir);
+            let mut part_name = dest.file_name().unwrap_or_default().to_os_string();
+            part_name.push(".part");
+            let part = dest.with_file_name(part_name);
+            (dest, part)
+        }
+    };
     let dir = dest.parent().unwrap_or(cache_dir);
     std::fs::create_dir_all(dir).map_err(write_err(dir))?;
-    let mut part_name = dest.file_name().unwrap_or_default().to_os_string();
-    part_name.push(".part");
-    let part_path = dest.with_file_name(part_name);
+    // The same bytes already in the tools' cache (another revision's): only the links.
+    if let Some(t) = &target {
+        let have = std::fs::metadata(&t.blob).map_or(None, |m| Some(m.len()));
+        if have.is_some() && have == remote.size {
+            return publish(t, spec, cache_dir).map(Fetched::cached);
+        }
+    }
     let part = OpenOptions::new()
         .read(true)
         .write(true)
@@ -664,8 +697,10 @@ pub fn fetch(
         Err(TryLockError::Error(e)) => return Err(HfError::Io(part_path.display().to_string(), e)),
     }
     // Another process may have finished while this one waited for the lock.
-    if let (false, Some(p)) = (updating, spec.cached(cache_dir)) {
-        return Ok(Fetched::cached(p));
+    if !updating {
+        if let Some(p) = spec.cached(cache_dir).or_else(theirs) {
+            return Ok(Fetched::cached(p));
+        }
     }
     let mut job = Job {
         agent,
@@ -698,28 +733,45 @@ pub fn fetch(
     drop(part);
     std::fs::rename(&part_path, &dest).map_err(io_err(&dest))?;
     let sha256 = job.remote.sha256;
-    // What the next run compares the Hub's sha256 with ([`revalidate`]).
-    match &sha256 {
-        Some(sha) => std::fs::write(sha_path(&dest), sha).map_err(write_err(&dest))?,
+    let path = match &target {
+        Some(t) => publish(t, spec, cache_dir)?,
         None => {
-            let _ = std::fs::remove_file(sha_path(&dest));
+            // What the next run compares the Hub's sha256 with ([`revalidate`]).
+            match &sha256 {
+                Some(sha) => std::fs::write(sha_path(&dest), sha).map_err(write_err(&dest))?,
+                None => {
+                    let _ = std::fs::remove_file(sha_path(&dest));
+                }
+            }
+            dest
         }
-    }
+    };
     let checked = match &sha256 {
         Some(sha) => format!("sha256 {sha} matches the server's"),
         None => "the server named no sha256".into(),
     };
     eprintln!(
         "wgllm: saved {} ({len} bytes; GGUF magic checked; {checked})",
-        dest.display()
+        path.display()
     );
     Ok(Fetched {
-        path: dest,
+        path,
         from_cache: false,
         resumed_at,
         len,
         sha256,
     })
+}
+
+/// The tools' snapshot entry for a complete blob, and its ref; an older copy in wgllm's own
+/// layout goes (it would be found first, and is stale). Returns the entry's path.
+fn publish(t: &Target, spec: &HfSpec, cache_dir: &Path) -> Result<PathBuf, HfError> {
+    t.publish().map_err(write_err(&t.link))?;
+    let old = spec.cache_path(cache_dir);
+    for p in [sha_path(&old), old] {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(t.link.clone())
 }
 
 /// Where the sha256 the Hub gave for a cached file is kept beside it.
@@ -751,7 +803,12 @@ fn revalidate(
             return None;
         }
     };
-    let ours = std::fs::read_to_string(sha_path(path)).ok();
+    // Ours keeps the sha256 beside the file; the tools' blob is named by it.
+    let ours = std::fs::read_to_string(sha_path(path)).ok().or_else(|| {
+        let blob = std::fs::canonicalize(path).ok()?;
+        let name = blob.file_name()?.to_str()?.to_string();
+        (name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit())).then_some(name)
+    });
     let changed = match (&remote.sha256, ours.as_deref().map(str::trim)) {
         (Some(theirs), Some(ours)) => !theirs.eq_ignore_ascii_case(ours),
         _ => {

@@ -16,6 +16,8 @@ pub mod hf;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod hf_tag;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod hub_cache;
+#[cfg(not(target_arch = "wasm32"))]
 mod net;
 pub mod perplexity;
 pub mod pull;

@@ -213,8 +213,10 @@ fn serve(
             b"",
         );
     };
+    // The commit a revision is at: here, one for each content.
     let mut hs = vec![
         ("Location", format!("{endpoint}/cdn{path}")),
+        ("X-Repo-Commit", sha256(bytes)[..40].to_string()),
         ("X-Linked-Size", bytes.len().to_string()),
         ("Content-Length", "0".into()),
     ];
@@ -630,4 +632,48 @@ fn a_cached_branch_is_checked_with_one_head_and_updated_when_it_changed() {
     std::fs::write(&dest, &v1).unwrap();
     let got = fetch(&pinned, &gone, &cache.0, ProgressDrawTarget::hidden()).unwrap();
     assert!(got.from_cache);
+}
+
+#[test]
+fn downloads_go_into_the_hugging_face_tools_layout() {
+    let v1 = gguf();
+    let mut v2 = v1.clone();
+    let n = v2.len();
+    v2[n - 1] ^= 1;
+    let cache = Cache::new("hublayout");
+    let hub_dir = cache.0.join("hub");
+    let with_hub = |s: &Server| HubConfig {
+        hub_cache: Some(hub_dir.clone()),
+        ..hub(s)
+    };
+    let repo = hub_dir.join("models--test-org--Tiny-GGUF");
+    let first = Server::start(Behaviour::serving(RESOLVE, v1.clone()));
+    let got = get(&with_hub(&first), &cache).unwrap();
+    let c1 = &sha256(&v1)[..40];
+    assert_eq!(
+        got.path,
+        repo.join("snapshots").join(c1).join("tiny.Q8_0.gguf")
+    );
+    assert_eq!(
+        std::fs::read_link(&got.path).unwrap(),
+        Path::new("../../blobs").join(sha256(&v1))
+    );
+    assert_eq!(std::fs::read(&got.path).unwrap(), v1);
+    assert_eq!(std::fs::read_to_string(repo.join("refs/main")).unwrap(), c1);
+    // Nothing in wgllm's own layout.
+    assert!(!HfSpec::parse(SPEC).unwrap().cache_path(&cache.0).exists());
+    // Unchanged: one HEAD. Changed: a new blob and snapshot, main moved to it.
+    let same = Server::start(Behaviour::serving(RESOLVE, v1.clone()));
+    assert!(get(&with_hub(&same), &cache).unwrap().from_cache);
+    assert_eq!(same.seen().len(), 1);
+    let changed = Server::start(Behaviour::serving(RESOLVE, v2.clone()));
+    let got = get(&with_hub(&changed), &cache).unwrap();
+    let c2 = &sha256(&v2)[..40];
+    assert_eq!(
+        got.path,
+        repo.join("snapshots").join(c2).join("tiny.Q8_0.gguf")
+    );
+    assert_eq!(std::fs::read(&got.path).unwrap(), v2);
+    assert_eq!(std::fs::read_to_string(repo.join("refs/main")).unwrap(), c2);
+    assert!(repo.join("blobs").join(sha256(&v1)).exists());
 }

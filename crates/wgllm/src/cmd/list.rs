@@ -26,11 +26,16 @@ pub fn known() -> Vec<&'static KnownModel> {
         .collect()
 }
 
+/// The Hugging Face tools' cache, which `list` and `rm` cover too.
+pub fn hub_cache() -> Option<std::path::PathBuf> {
+    wgllm_models::config::HubConfig::from_env(None).hub_cache
+}
+
 /// Prints the cached models: name (what `-m` and `wgllm rm` take), architecture, weight type,
 /// size, origin and path.
 pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let dir = model_cache_dir();
-    let models = cache::list(&dir, &known())
+    let models = cache::list(&dir, hub_cache().as_deref(), &known())
         .with_context(|| format!("reading the model cache {}", dir.display()))?;
     let origin = |o: &Origin| match o {
         Origin::Known(_) => "pull",

@@ -23,7 +23,8 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let dir = model_cache_dir();
     let known = super::list::known();
     for name in &args.models {
-        for (path, bytes) in cache::remove(&dir, name, &known)? {
+        for (path, bytes) in cache::remove(&dir, super::list::hub_cache().as_deref(), name, &known)?
+        {
             writeln!(out, "removed {} ({})", path.display(), size(bytes))?;
         }
     }
