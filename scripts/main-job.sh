@@ -18,5 +18,8 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan.so.1'; then
   fi
 fi
 
-cargo build --release -q -p wgllm
-exec ./target/release/wgllm run --chat -p "$question" -n 128 --temp 0
+# PROFILE=dev reuses a test build (.ci/run); users get the release build.
+profile="${PROFILE:-release}"
+cargo build --profile "$profile" -q -p wgllm
+dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
+exec "./target/$dir/wgllm" run --chat -p "$question" -n 128 --temp 0
