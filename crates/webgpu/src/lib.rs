@@ -33,6 +33,8 @@ pub mod profile;
 mod selfcheck;
 pub mod shaders;
 pub mod testing;
+#[cfg(test)]
+mod translate;
 pub mod variants;
 mod weights;
 
