@@ -62,6 +62,8 @@ pub struct WebGpuConfig {
     pub int8_activations: Int8Activations,
     /// Workgroup shapes for a GPU or for a CPU adapter ([`KernelShapes`]).
     pub kernel_shapes: KernelShapes,
+    /// The limits the device is opened with ([`DeviceLimits`]).
+    pub limits: DeviceLimits,
 }
 
 impl Default for WebGpuConfig {
@@ -77,8 +79,22 @@ impl Default for WebGpuConfig {
             subgroups: true,
             int8_activations: Int8Activations::Large,
             kernel_shapes: KernelShapes::Auto,
+            limits: DeviceLimits::Adapter,
         }
     }
+}
+
+/// Which limits the device is opened with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeviceLimits {
+    /// Everything the adapter offers.
+    #[default]
+    Adapter,
+    /// WebGPU's defaults (`wgpu::Limits::default()`), what every adapter and browser grants
+    /// unasked: 128 MiB a storage binding, 256 MiB a buffer, 8 storage buffers a stage, 16 KiB
+    /// of workgroup memory, 256 invocations a workgroup, no immediates (or the adapter's own
+    /// where it offers less). Forced on a larger adapter, it runs the plans most GPUs get.
+    WebGpuDefaults,
 }
 
 /// Which workgroup shapes the planner picks. A CPU adapter (lavapipe, SwiftShader: a browser

@@ -17,7 +17,7 @@ use std::task::{Poll, Waker};
 
 use wgllm_core::{Error, Result};
 
-use crate::config::{AdapterSelector, KernelShapes, WebGpuConfig};
+use crate::config::{AdapterSelector, DeviceLimits, KernelShapes, WebGpuConfig};
 
 /// How to get a driver when no adapter is found.
 const DRIVER_HINT: &str = "install a Vulkan, Metal or DX12 driver for your GPU; for a software \
@@ -66,7 +66,7 @@ pub struct Capabilities {
     pub cooperative_matrix_failure: Option<String>,
     /// The adapter's cooperative matrix configurations (sizes and operand types).
     pub cooperative_matrix_configs: Vec<wgpu::CooperativeMatrixProperties>,
-    /// The limits the device was created with (the adapter's own).
+    /// The limits the device was created with ([`WebGpuConfig::limits`]).
     pub limits: wgpu::Limits,
     /// [`WebGpuConfig::int8_activations`].
     pub int8_activations: crate::Int8Activations,
@@ -297,7 +297,9 @@ impl Gpu {
         for (f, _) in WANTED {
             let experimental = *f == wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
             let declined = *f == wgpu::Features::SHADER_F16 && !config.shader_f16
-                || *f == wgpu::Features::SUBGROUP && !config.subgroups;
+                || *f == wgpu::Features::SUBGROUP && !config.subgroups
+                || *f == wgpu::Features::IMMEDIATES
+                    && config.limits == DeviceLimits::WebGpuDefaults;
             if offered.contains(*f) && (!experimental || config.cooperative_matrices) && !declined {
                 features |= *f;
             }
@@ -310,7 +312,12 @@ impl Gpu {
         } else {
             wgpu::ExperimentalFeatures::disabled()
         };
-        let limits = adapter.limits();
+        let limits = match config.limits {
+            DeviceLimits::Adapter => adapter.limits(),
+            DeviceLimits::WebGpuDefaults => {
+                wgpu::Limits::default().or_worse_values_from(&adapter.limits())
+            }
+        };
         let desc = wgpu::DeviceDescriptor {
             label: Some("wgllm"),
             required_features: features,

@@ -45,7 +45,7 @@ use wgllm_core::{Backend, Executable, Graph, Result, TensorId};
 
 pub use buffer::MemoryReport;
 pub use config::{
-    AdapterSelector, Int8Activations, KernelShapes, ShaderChecks, WebGpuConfig,
+    AdapterSelector, DeviceLimits, Int8Activations, KernelShapes, ShaderChecks, WebGpuConfig,
     INT8_MIN_WEIGHT_BYTES,
 };
 #[cfg(not(target_arch = "wasm32"))]

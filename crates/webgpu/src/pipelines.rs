@@ -107,6 +107,8 @@ impl Pipelines {
             what: format!("kernel {key:?}: {e}"),
         })?;
         let label = format!("{:?} {:?}", key.kernel, key.dtypes);
+        #[cfg(not(target_arch = "wasm32"))]
+        check_workgroup_storage(gpu, &label, &src)?;
         let pipeline = gpu.scoped(&format!("compiling kernel {label}"), || {
             let desc = wgpu::ShaderModuleDescriptor {
                 label: Some(&label),
@@ -135,6 +137,46 @@ impl Pipelines {
         pipelines.insert(key.clone(), pipeline.clone());
         Ok((pipeline, bgl))
     }
+}
+
+/// Refuses a kernel whose workgroup arrays exceed the device's
+/// `max_compute_workgroup_storage_size`: wgpu leaves that limit to the driver, where going past
+/// it is undefined. (Browsers check it themselves.) Counts every `var<workgroup>` of the source;
+/// a variant declares only the arrays its entry point uses.
+#[cfg(not(target_arch = "wasm32"))]
+fn check_workgroup_storage(gpu: &Gpu, label: &str, src: &str) -> Result<()> {
+    let bytes = workgroup_bytes(src).map_err(|e| Error::Device {
+        what: format!("kernel {label}: {e}"),
+    })?;
+    let limit = gpu.caps.limits.max_compute_workgroup_storage_size;
+    match bytes <= u64::from(limit) {
+        true => Ok(()),
+        false => Err(Error::Unsupported {
+            backend: "webgpu".into(),
+            op: "kernel",
+            dtypes: String::new(),
+            why: format!(
+                "{label} needs {bytes} bytes of workgroup memory, over this device's \
+                 max_compute_workgroup_storage_size of {limit}"
+            ),
+        }),
+    }
+}
+
+/// Bytes of the `var<workgroup>` arrays of a WGSL source.
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn workgroup_bytes(src: &str) -> std::result::Result<u64, String> {
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| e.emit_to_string(src))?;
+    let mut layouter = naga::proc::Layouter::default();
+    layouter
+        .update(module.to_ctx())
+        .map_err(|e| e.to_string())?;
+    Ok(module
+        .global_variables
+        .iter()
+        .filter(|(_, g)| g.space == naga::AddressSpace::WorkGroup)
+        .map(|(_, g)| u64::from(layouter[g.ty].size))
+        .sum())
 }
 
 /// Builds a bind group: the parameter slot at `params_offset` of `params`, then `windows` in

@@ -9,7 +9,7 @@
 use wgllm_core::op::RopeMode;
 use wgllm_core::DType;
 
-use crate::variants::{grid_source, Family};
+use crate::variants::{grid_source, Family, ReduceKind};
 
 const COMMON: &str = include_str!("kernels/common.wgsl");
 const QUANT: &str = include_str!("kernels/quant.wgsl");
@@ -973,7 +973,7 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
             vars.push(("TM", (bm / 16).to_string()));
             vars.push(("WJ", (bm / 64).to_string()));
             unit_flags(src0, &mut flags);
-            push_flags(&mut flags, &[(id, "ID")]);
+            push_flags(&mut flags, &[(id, "ID"), (id, "ROUTE_COUNT_IN_TILE")]);
             MUL_MAT_TILED
         }
         Kernel::MulMatCoop { bn, id } => {
@@ -1024,7 +1024,9 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
         key.kernel,
         Kernel::Norm { .. }
             | Kernel::SoftMax { .. }
-            | Kernel::Family(Family::Reduce(_))
+            | Kernel::Family(Family::Reduce(
+                ReduceKind::Sum | ReduceKind::SumRows | ReduceKind::CumSum
+            ))
             | Kernel::Family(Family::MoeRouter { .. })
             | Kernel::FlashAttnCombine { .. }
     ) {

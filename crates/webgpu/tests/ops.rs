@@ -9,7 +9,7 @@ use wgllm_core::op::UnaryOp;
 use wgllm_core::{Backend, DType, Error, Executable, Graph, TensorId};
 use wgllm_cpu::CpuBackend;
 use wgllm_webgpu::testing::{cases, int8_bound, run_case, Outcome};
-use wgllm_webgpu::{Int8Activations, KernelShapes, WebGpuBackend, WebGpuConfig};
+use wgllm_webgpu::{DeviceLimits, Int8Activations, KernelShapes, WebGpuBackend, WebGpuConfig};
 
 /// The GPU shapes: a CPU adapter (lavapipe) would take its own by default, which the run
 /// without f16 and subgroups checks ([`KernelShapes`]).
@@ -23,13 +23,34 @@ fn backend() -> WebGpuBackend {
 
 #[test]
 fn op_table_matches_cpu() {
-    let gpu = backend();
+    op_table(&backend());
+}
+
+/// Under WebGPU's default limits (8 storage buffers a kernel, 16 KiB of workgroup memory,
+/// 128 MiB bindings, no immediates), as most GPUs and every browser run: every case passes.
+#[test]
+fn op_table_matches_cpu_within_webgpu_default_limits() {
+    let gpu = WebGpuBackend::new(WebGpuConfig {
+        kernel_shapes: KernelShapes::Gpu,
+        limits: DeviceLimits::WebGpuDefaults,
+        ..WebGpuConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let l = &gpu.capabilities().limits;
+    assert_eq!(l.max_storage_buffers_per_shader_stage, 8);
+    assert!(l.max_compute_workgroup_storage_size <= 16384);
+    assert!(l.max_storage_buffer_binding_size <= 128 << 20);
+    assert!(!gpu.capabilities().immediates);
+    op_table(&gpu);
+}
+
+fn op_table(gpu: &WebGpuBackend) {
     println!("adapter: {:?}", gpu.adapter());
     let start = Instant::now();
     let mut failures = Vec::new();
     let all = cases();
     for case in all.iter() {
-        let r = run_case(&CpuBackend, &gpu, case, 1000);
+        let r = run_case(&CpuBackend, gpu, case, 1000);
         println!(
             "{:<80} {:?} ({:.1} ms)",
             r.name,

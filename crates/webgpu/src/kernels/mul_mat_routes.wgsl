@@ -6,15 +6,27 @@
 // workgroups along n step over the bucket by their count. op_u(2) = the buckets' capacity C,
 // op_u(3) = E, op_u(6) = tiles along n in the grid.
 
+// The number of columns in bucket b, uniform across the workgroup. The tiled kernel's 64-row
+// tiles fill WebGPU's default 16 KiB of workgroup memory, so there the count passes through the
+// first slot of its tile `a_sh` before any tile is loaded (the uniform load is fenced by
+// barriers on both sides).
+#if ROUTE_COUNT_IN_TILE
+fn route_len(b: u32, lid: u32) -> u32 {
+    if (lid == 0u) {
+        a_sh[0].x = bitcast<f32>(u32(src2[t_idx(2u, vec4<u32>(b, 0u, 0u, 0u))]));
+    }
+    return bitcast<u32>(workgroupUniformLoad(&a_sh[0]).x);
+}
+#else
 var<workgroup> route_count: u32;
 
-// The number of columns in bucket b, uniform across the workgroup.
 fn route_len(b: u32, lid: u32) -> u32 {
     if (lid == 0u) {
         route_count = u32(src2[t_idx(2u, vec4<u32>(b, 0u, 0u, 0u))]);
     }
     return workgroupUniformLoad(&route_count);
 }
+#endif
 
 // (slot, token) of column j of bucket b.
 fn route_col(b: u32, j: u32) -> vec2<u32> {

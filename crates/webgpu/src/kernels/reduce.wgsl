@@ -87,13 +87,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #endif
 #if ARGSORT
     let desc = op_u(0u) == 1u;
-    for (var i = lid; i < {{SORT_N}}u; i += WG) {
+    for (var i = lid; i < {{SORT_N}}u; i += {{WG}}u) {
         order[i] = i;
     }
     workgroupBarrier();
     for (var k = 2u; k <= {{SORT_N}}u; k = k * 2u) {
         for (var j = k / 2u; j > 0u; j = j / 2u) {
-            for (var t = lid; t < {{SORT_N}}u; t += WG) {
+            for (var t = lid; t < {{SORT_N}}u; t += {{WG}}u) {
                 let l = t ^ j;
                 if (l > t) {
                     let a = order[t];
@@ -121,7 +121,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             workgroupBarrier();
         }
     }
-    for (var i = lid; i < n; i += WG) {
+    for (var i = lid; i < n; i += {{WG}}u) {
         dst[od + i * d0] = i32(order[i]);
     }
 #endif

@@ -77,8 +77,8 @@ pub(super) fn argsort(ctx: &Ctx, order: SortOrder) -> Result<Vec<Dispatch>> {
     )?;
     let n = a.layout.ne[0];
     let slots = n.next_power_of_two().max(u64::from(MIN_SORT_N));
-    // The sort array and the f32 reduction array share the workgroup storage.
-    let bytes = 4 * (slots + u64::from(WG));
+    // The sort array is the kernel's only workgroup storage.
+    let bytes = 4 * slots;
     let limit = u64::from(ctx.caps.limits.max_compute_workgroup_storage_size);
     if bytes > limit {
         return Err(ctx.unsupported(format!(

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use anyhow::Result;
 use clap::{Args as ClapArgs, ValueEnum};
 use wgllm_core::Backend;
-use wgllm_webgpu::{AdapterSelector, Int8Activations, KernelShapes, WebGpuBackend, WebGpuConfig};
+use wgllm_webgpu::{
+    AdapterSelector, DeviceLimits, Int8Activations, KernelShapes, WebGpuBackend, WebGpuConfig,
+};
 
 /// Which backend runs the graphs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -77,6 +79,16 @@ impl From<ShapesChoice> for KernelShapes {
     }
 }
 
+/// `--limits`: [`DeviceLimits`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LimitsChoice {
+    /// Everything the adapter offers.
+    Adapter,
+    /// WebGPU's defaults, which every adapter and browser grants: 128 MiB a storage binding,
+    /// 256 MiB a buffer, 8 storage buffers a kernel, 16 KiB of workgroup memory.
+    Webgpu,
+}
+
 /// `--backend` and `--device` flags.
 #[derive(ClapArgs, Debug, Clone)]
 pub struct BackendArgs {
@@ -122,6 +134,12 @@ pub struct BackendArgs {
     /// `gpu` the many-lane tiles; `auto` the CPU shapes on a CPU adapter.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHICH")]
     pub kernel_shapes: ShapesChoice,
+    /// Device limits: `adapter` opens the device with all the adapter offers; `webgpu` with
+    /// WebGPU's defaults (what a browser grants unasked, and all many laptop GPUs have), so a
+    /// large GPU runs the plans those devices get: tensors past 128 MiB in windows, kernels of
+    /// at most 8 storage buffers, unfused where a fusion needs more.
+    #[arg(long, value_enum, default_value = "adapter", value_name = "WHICH")]
+    pub limits: LimitsChoice,
 }
 
 /// A backend opened with [`BackendArgs::open_counted`]: the backend, its description and, on a
@@ -154,6 +172,10 @@ impl BackendArgs {
             subgroups: self.subgroups == SubgroupChoice::Auto,
             dispatches_per_submit: self.dispatches_per_submit.max(1),
             kernel_shapes: self.kernel_shapes.into(),
+            limits: match self.limits {
+                LimitsChoice::Adapter => DeviceLimits::Adapter,
+                LimitsChoice::Webgpu => DeviceLimits::WebGpuDefaults,
+            },
             ..WebGpuConfig::default()
         }
     }
