@@ -85,22 +85,25 @@ impl Arena {
 
 /// Plans the arena for `graph`, aligning every tensor's start to `align` bytes.
 pub fn plan_memory(graph: &Graph, align: u64) -> MemoryPlan {
-    plan_memory_with(graph, align, &[])
+    plan_memory_with(graph, align, &[], &|_| false)
 }
 
 /// [`plan_memory`] for a backend that runs some nodes later than their place in the graph
 /// (a fused kernel reads the sources of the nodes it absorbed at its own node): each
-/// `(tensor, node)` of `late_reads` keeps `tensor` alive until `node` has run.
+/// `(tensor, node)` of `late_reads` keeps `tensor` alive until `node` has run. Computed roots
+/// for which `apart` holds are left out of the arena (their offset `None`): the backend gives
+/// them storage of their own.
 pub fn plan_memory_with(
     graph: &Graph,
     align: u64,
     late_reads: &[(TensorId, TensorId)],
+    apart: &dyn Fn(TensorId) -> bool,
 ) -> MemoryPlan {
     let n = graph.nodes().len();
     let align = align.max(1);
     let is_arena_root = |t: TensorId| {
         let node = graph.node(t);
-        !node.op.is_leaf() && !node.op.aliases_src0()
+        !node.op.is_leaf() && !node.op.aliases_src0() && !apart(t)
     };
     // Last reader of each root.
     let mut last_use: Vec<usize> = (0..n).collect();
@@ -173,10 +176,16 @@ mod tests {
         let p = plan_memory(&g, 16);
         assert_eq!(at(&p, a), at(&p, c));
         // A fused kernel at `d` that reads `a`: `a` overlaps neither `c` nor `d`.
-        let p = plan_memory_with(&g, 16, &[(a, d)]);
+        let p = plan_memory_with(&g, 16, &[(a, d)], &|_| false);
         for t in [b, c, d] {
             assert_ne!(at(&p, a), at(&p, t));
         }
+        // `b` apart: no arena offset, and the arena holds the others only.
+        let whole = plan_memory(&g, 16);
+        let p = plan_memory_with(&g, 16, &[], &|t| t == b);
+        assert_eq!(p.offsets[b.index()], None);
+        assert!(p.offsets[c.index()].is_some());
+        assert!(p.naive_bytes < whole.naive_bytes);
     }
     use crate::op::UnaryOp;
 

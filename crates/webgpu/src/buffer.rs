@@ -110,6 +110,26 @@ pub(crate) fn create_weight(
     )
 }
 
+/// Fails, naming the weight and both sizes, when a weight of `graph` (with its slack) is larger
+/// than this device's largest buffer: before any upload, so a model that cannot load here
+/// allocates nothing.
+pub(crate) fn check_weights_fit(gpu: &Gpu, graph: &Graph) -> Result<()> {
+    let max = gpu.caps.limits.max_buffer_size;
+    for t in graph.ids() {
+        let node = graph.node(t);
+        let need = align_up(node.span_bytes() + WEIGHT_SLACK, 4);
+        if matches!(graph.weight_source(t), Some(WeightData::Bytes(_))) && need > max {
+            return Err(Error::Device {
+                what: format!(
+                    "weight '{}' needs {need} bytes, more than this device's max_buffer_size of {max}: the model cannot be loaded on this adapter",
+                    node.name
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Writes `data` at byte `offset` (a multiple of 4) of `buf`, whose size covers `data` padded to
 /// 4 bytes; a trailing partial word is written zero-padded.
 pub(crate) fn write_padded(queue: &wgpu::Queue, buf: &wgpu::Buffer, offset: u64, data: &[u8]) {
@@ -173,7 +193,19 @@ impl Buffers {
     ) -> Result<Buffers> {
         let scratch = scratch_bytes(&planned.dispatches);
         let align = u64::from(gpu.caps.limits.min_storage_buffer_offset_alignment);
-        let plan = plan_memory_with(graph, align, &planned.late_reads);
+        let mut plan = plan_memory_with(graph, align, &planned.late_reads, &|_| false);
+        // An arena past one buffer (WebGPU's default max_buffer_size is 256 MiB): the computed
+        // tensors over a quarter of that take buffers of their own (a prompt's logits).
+        let max = gpu.caps.limits.max_buffer_size;
+        let mut apart = HashSet::new();
+        if align_up(plan.arena_bytes, align) + 4 > max {
+            apart = graph
+                .ids()
+                .filter(|&t| plan.offsets[t.index()].is_some())
+                .filter(|&t| graph.node(t).span_bytes() > max / 4)
+                .collect();
+            plan = plan_memory_with(graph, align, &planned.late_reads, &|t| apart.contains(&t));
+        }
         let mut report = MemoryReport {
             arena_without_reuse: plan.naive_bytes,
             ..MemoryReport::default()
@@ -236,6 +268,12 @@ impl Buffers {
                     let label = format!("input {}", node.name);
                     let b = create(gpu, &label, node.span_bytes(), USAGE, None)?;
                     report.inputs += b.size();
+                    b
+                }
+                _ if apart.contains(&t) => {
+                    let label = format!("tensor {}", node.name);
+                    let b = create(gpu, &label, node.span_bytes(), USAGE, None)?;
+                    report.arena += b.size();
                     b
                 }
                 _ => continue,

@@ -138,12 +138,21 @@ impl WebGpuBackend {
     }
 
     /// [`Backend::compile_shared`] with the concrete executables.
+    ///
+    /// Every graph is planned, and every weight checked against the largest buffer, before
+    /// anything is uploaded: a model this device cannot hold fails at once, naming the cause.
     pub fn compile_shared_webgpu(&self, graphs: &[&Graph]) -> Result<Vec<WebGpuExecutable>> {
         check_shared_states(graphs)?;
+        let plans = graphs
+            .iter()
+            .map(|g| ops::plan_graph(g, &self.gpu.caps))
+            .collect::<Result<Vec<_>>>()?;
+        for graph in graphs {
+            buffer::check_weights_fit(&self.gpu, graph)?;
+        }
         let mut shared = buffer::Shared::new(self.resident.snapshot());
         let mut out = Vec::with_capacity(graphs.len());
-        for graph in graphs {
-            let planned = ops::plan_graph(graph, &self.gpu.caps)?;
+        for (graph, planned) in graphs.iter().zip(plans) {
             out.push(WebGpuExecutable::new(
                 self.gpu.clone(),
                 self.profiling.clone(),

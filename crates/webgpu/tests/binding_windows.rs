@@ -5,7 +5,7 @@
 //! matrix are ~178 MB in Q8_0. Here `WebGpuConfig::max_binding_bytes` lowers the limit to 4 KiB
 //! so small tables need 2 to 30 windows, with row counts that leave a short last window and
 //! row sizes (q4_0, q8_0 with an odd block count) that start windows at unaligned offsets.
-//! Every other operand of these graphs stays under the limit. Tolerances as in the op table:
+//! Products whose activations and results outgrow the limit run as slices of columns. Tolerances as in the op table:
 //! gathers exact (quantized ones to f32 rounding of the same decode), products 1e-9.
 
 use bytes::Bytes;
@@ -110,6 +110,13 @@ fn cases() -> Vec<Case> {
         mul_mat_case(DType::Q6_K, 256, 61, 3, 1),
         mul_mat_case(DType::Q4_K, 256, 33, 2, 1),
         mul_mat_case(DType::IQ4_NL, 64, 127, 4, 1),
+        // Activations and results past the limit too (a prompt's logits): slices of columns,
+        // each through the tiled kernel or the mat-vec, with the weight's windows inside.
+        mul_mat_case(DType::Q4_0, 64, 100, 70, 1),
+        mul_mat_case(DType::F32, 32, 300, 24, 1),
+        mul_mat_case(DType::Q4_K, 256, 40, 19, 1),
+        mul_mat_case(DType::F16, 64, 131, 100, 1),
+        mul_mat_case(DType::Q8_0, 96, 900, 3, 1),
     ]
 }
 

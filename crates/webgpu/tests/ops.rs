@@ -104,6 +104,39 @@ fn tensors_over_the_binding_limit_are_unsupported_with_the_limit_named() {
     );
 }
 
+/// A weight past the device's largest buffer (256 MiB under WebGPU's defaults) is refused by
+/// name when the graph compiles, before anything is allocated on the device.
+#[test]
+fn a_weight_past_the_largest_buffer_is_refused_before_any_upload() {
+    let gpu = WebGpuBackend::new(WebGpuConfig {
+        limits: DeviceLimits::WebGpuDefaults,
+        ..WebGpuConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let max = gpu.capabilities().limits.max_buffer_size;
+    let mut g = Graph::new();
+    let rows = max / (4 * 1024) + 1;
+    let big = vec![0u8; (rows * 4 * 1024) as usize];
+    let w = g
+        .weight(
+            "big",
+            DType::F32,
+            [1024, rows, 1, 1],
+            bytes::Bytes::from(big),
+        )
+        .unwrap();
+    let x = g.input("x", DType::F32, [1024, 1, 1, 1]).unwrap();
+    let y = g.mul_mat(w, x).unwrap();
+    g.mark_output(y).unwrap();
+    let e = gpu.compile(&g).err().expect("compile must fail");
+    let text = e.to_string();
+    assert!(
+        text.contains("weight 'big'") && text.contains("max_buffer_size"),
+        "{text}"
+    );
+    assert_eq!(gpu.counters().allocated_bytes(), 0, "nothing was allocated");
+}
+
 #[test]
 fn runs_repeat_and_report_memory() {
     let gpu = backend();

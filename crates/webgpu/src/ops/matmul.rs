@@ -57,6 +57,18 @@ pub(super) fn mul_mat(ctx: &Ctx) -> Result<Vec<Dispatch>> {
         "f32 activations with f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K..q6_K, q8_K, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq4_nl, iq4_xs, mxfp4 weights; f16 x f16",
     )?;
     ctx.require_f16(&[a.dtype, b.dtype])?;
+    // Activations or results past the binding limit (a vocabulary's logits over a whole
+    // prompt) run as slices of whole columns, each its own product.
+    let mut out = Vec::new();
+    for (b, dst) in windows::column_windows(ctx, &b, &dst)? {
+        out.extend(product(ctx, &a, &b, &dst)?);
+    }
+    Ok(out)
+}
+
+/// [`mul_mat`] of operands that fit their bindings, but for the weight's row windows.
+fn product(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dispatch>> {
+    let (a, b, dst) = (a.clone(), b.clone(), dst.clone());
     let (ea, eb) = (a.layout.ne, b.layout.ne);
     let n = eb[1];
     if unit_path(ctx, &a, &b) {

@@ -4,6 +4,10 @@
 //! its window of the same buffer. Nothing is copied or allocated: the weight stays one buffer
 //! (within `max_buffer_size`) and each window is a binding range of it.
 //!
+//! Activations and results are cut the other way where they outgrow a binding: a product's
+//! columns (its activations' rows and its result's, one token each) into slices that each
+//! fit, each slice its own product against the whole weight ([`column_windows`]).
+//!
 //! A window starts at its first row's byte offset; the executable binds from that offset rounded
 //! down to `min_storage_buffer_offset_alignment` and passes the remainder to the kernel (see
 //! `executable.rs`), so a window's rows plus one alignment unit (and word padding) must fit.
@@ -71,6 +75,58 @@ pub(super) fn row_windows(ctx: &Ctx, o: &Operand) -> Result<Vec<Window>> {
             },
         });
         r0 += n;
+    }
+    Ok(out)
+}
+
+/// The columns of a product's activations `b` and result `dst` (dim 1 of both, one token each)
+/// in slices whose bindings fit, `(b, dst)` of each; both whole when they fit, or when they are
+/// not single matrices (which `check_operand` then reports). Slices are a multiple of 64
+/// columns (a tile of the tiled kernels) where more than 64 fit.
+pub(super) fn column_windows(
+    ctx: &Ctx,
+    b: &Operand,
+    dst: &Operand,
+) -> Result<Vec<(Operand, Operand)>> {
+    let single = |o: &Operand| o.layout.ne[2] * o.layout.ne[3] == 1 && o.layout.nb[1] != 0;
+    let n = b.layout.ne[1];
+    if fits(ctx, b) && fits(ctx, dst) || !single(b) || !single(dst) || n < 2 {
+        return Ok(vec![(b.clone(), dst.clone())]);
+    }
+    let room = ctx.caps.binding_limit.saturating_sub(slack(ctx));
+    let per_operand = |o: &Operand| -> Result<u64> {
+        let col = Layout {
+            ne: [o.layout.ne[0], 1, 1, 1],
+            ..o.layout
+        };
+        let span = col.span_bytes(o.dtype);
+        match span <= room {
+            true => Ok((room - span) / o.layout.nb[1] + 1),
+            false => Err(ctx.unsupported(format!(
+                "one column of '{}' spans {span} bytes, over the binding limit of {}",
+                ctx.graph.node(o.tensor).name,
+                ctx.caps.binding_limit
+            ))),
+        }
+    };
+    let mut per = per_operand(b)?.min(per_operand(dst)?);
+    if per > 64 {
+        per -= per % 64;
+    }
+    let slice = |o: &Operand, c0: u64, c: u64| Operand {
+        layout: Layout {
+            ne: [o.layout.ne[0], c, 1, 1],
+            offset: o.layout.offset + c0 * o.layout.nb[1],
+            ..o.layout
+        },
+        ..o.clone()
+    };
+    let mut out = Vec::new();
+    let mut c0 = 0;
+    while c0 < n {
+        let c = per.min(n - c0);
+        out.push((slice(b, c0, c), slice(dst, c0, c)));
+        c0 += c;
     }
     Ok(out)
 }
