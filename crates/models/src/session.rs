@@ -26,7 +26,8 @@
 //!
 //! Read-back: every step graph ends in the GPU output head of `arch::common` (argmax and top-K of
 //! each output row), so a decode step reads back 4 bytes per sequence for greedy decoding, or
-//! [`GPU_TOP_K`] candidates for sampling, instead of the whole vocabulary ([`Readback`]).
+//! [`GPU_TOP_K`] candidates for sampling, instead of the whole vocabulary ([`Readback`]). An
+//! all-logits session (perplexity) reads every row whole and builds neither head nor draw.
 //!
 //! After the head this module adds a draw from those candidates (`Graph::sample`) under
 //! per-row [`SampleParams`] given with a run ([`Session::step_drawn`], [`Session::queue_decode`]):
@@ -123,8 +124,15 @@ pub struct SeqChunk<'a> {
 struct Step {
     graph: StepGraph,
     exe: Box<dyn Executable>,
+    /// The draw after the output head; `None` with the head (all-logits sessions).
+    draw: Option<Draw>,
+}
+
+/// The draw of a step graph's output rows from their candidates.
+#[derive(Clone, Copy)]
+struct Draw {
     /// F32 `[SampleParams::WORDS, n_outputs]`: each output row's draw.
-    draw_params: TensorId,
+    params: TensorId,
     /// I32 `[n_outputs]`: the token drawn from each row's candidates.
     sampled: TensorId,
 }
@@ -255,6 +263,7 @@ impl Session {
                     n_kv: rows as u32,
                     n_outputs: if cfg.all_logits { n } else { n.min(n_seq) } as u32,
                     kv_dtype: cfg.kv_dtype,
+                    head: !cfg.all_logits,
                 };
                 let mut step = arch.build_step(file, shape)?;
                 let draw = add_draw(&mut step)?;
@@ -268,12 +277,7 @@ impl Session {
             .into_iter()
             .zip(exes)
             .zip(draws)
-            .map(|((graph, exe), (draw_params, sampled))| Step {
-                graph,
-                exe,
-                draw_params,
-                sampled,
-            })
+            .map(|((graph, exe), draw)| Step { graph, exe, draw })
             .collect();
         Ok(Session {
             arch,
@@ -611,10 +615,11 @@ impl Session {
         let p = self.prepare(i, &[tok])?;
         let step = &mut self.steps[i];
         let g = &step.graph;
-        let source = match token {
-            NextToken::Id(_) => None,
-            NextToken::Argmax => Some(g.argmax),
-            NextToken::Sampled => Some(step.sampled),
+        let source = match (token, g.head, step.draw) {
+            (NextToken::Id(_), ..) => None,
+            (NextToken::Argmax, Some(head), _) => Some(head.argmax),
+            (NextToken::Sampled, _, Some(draw)) => Some(draw.sampled),
+            _ => return Err(no_head()),
         };
         let inputs: Vec<(TensorId, &[u8])> = p
             .inputs
@@ -707,24 +712,26 @@ impl Session {
                 d.unwrap_or(SampleParams::ARGMAX).to_bytes()
             })
             .collect();
+        let drawn: Vec<bool> = outs.iter().map(|&j| run[j].draw.is_some()).collect();
         let mut inputs = vec![
             (g.tokens, tokens),
             (g.positions, positions),
             (g.kv_slots, slots),
             (g.mask, mask),
             (g.out_rows, out_rows),
-            (self.steps[i].draw_params, draw_params),
         ];
+        match self.steps[i].draw {
+            Some(draw) => inputs.push((draw.params, draw_params)),
+            None if drawn.contains(&true) => return Err(no_head()),
+            None => {}
+        }
         if let Some(swa) = g.mask_swa {
             inputs.push((
                 swa.mask,
                 mask_bytes(&toks, n_seq, n_ctx, kv, Some(swa.window)),
             ));
         }
-        Ok(Prepared {
-            inputs,
-            drawn: outs.iter().map(|&j| run[j].draw.is_some()).collect(),
-        })
+        Ok(Prepared { inputs, drawn })
     }
 
     /// The first `drawn.len()` output rows of step `i` from the bytes of
@@ -744,6 +751,12 @@ impl Session {
                 .next()
                 .ok_or_else(|| ModelError::BadSession("a run returned too few outputs".into()))
         };
+        if self.steps[i].graph.head.is_none() {
+            let logits = next()?;
+            return Ok((0..drawn.len())
+                .map(|r| host_row(f32s(&logits[4 * r * n_vocab..4 * (r + 1) * n_vocab]), read))
+                .collect());
+        }
         let argmax = i32s(&next()?);
         let sampled = match drawn.contains(&true) {
             true => i32s(&next()?),
@@ -779,33 +792,77 @@ impl Session {
     }
 }
 
-/// The draw after the output head of `step`: its parameters input and the drawn token.
-fn add_draw(step: &mut StepGraph) -> Result<(TensorId, TensorId), ModelError> {
+/// The error for a feed or draw that needs the output head a session left out.
+fn no_head() -> ModelError {
+    ModelError::BadSession(
+        "an all-logits session (perplexity) has no output head to feed or draw tokens from".into(),
+    )
+}
+
+/// A row of a step without the output head, from its logits: the argmax and (with
+/// [`Readback::TopK`]) the [`GPU_TOP_K`] largest, ranked as the head ranks them (largest first,
+/// NaN above every number, ties to the lower id).
+fn host_row(logits: Vec<f32>, read: Readback) -> RowOut {
+    let rank = |a: &(u32, f32), b: &(u32, f32)| {
+        let key = |v: f32| (v.is_nan(), v);
+        key(b.1)
+            .partial_cmp(&key(a.1))
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.0.cmp(&b.0))
+    };
+    let mut order: Vec<(u32, f32)> = logits
+        .iter()
+        .copied()
+        .enumerate()
+        .map(|(i, v)| (i as u32, v))
+        .collect();
+    let k = GPU_TOP_K.min(order.len());
+    if k > 0 && k < order.len() {
+        order.select_nth_unstable_by(k - 1, rank);
+    }
+    order.truncate(k);
+    order.sort_by(rank);
+    RowOut {
+        argmax: order.first().map_or(0, |t| t.0),
+        top: (read >= Readback::TopK).then_some(order),
+        logits: (read >= Readback::Logits).then_some(logits),
+        sampled: None,
+    }
+}
+
+/// The draw after the output head of `step`, when it has one.
+fn add_draw(step: &mut StepGraph) -> Result<Option<Draw>, ModelError> {
+    let Some(head) = step.head else {
+        return Ok(None);
+    };
     let g = &mut step.graph;
     let n_out = u64::from(step.shape.n_outputs);
-    let k = g.ne(step.top_ids)[0];
-    let vals = g.reshape(step.top_vals, [k, n_out, 1, 1])?;
+    let k = g.ne(head.top_ids)[0];
+    let vals = g.reshape(head.top_vals, [k, n_out, 1, 1])?;
     let params = g.input(
         "draw_params",
         DType::F32,
         [SampleParams::WORDS, n_out, 1, 1],
     )?;
-    let sampled = g.sample(vals, step.top_ids, params)?;
+    let sampled = g.sample(vals, head.top_ids, params)?;
     g.set_name(sampled, "sampled");
     g.mark_output(sampled)?;
-    Ok((params, sampled))
+    Ok(Some(Draw { params, sampled }))
 }
 
 /// The outputs a run reads back for `read` (and the drawn tokens with `sampled`), in the order
 /// [`Session::rows`] takes them.
 fn outputs(step: &Step, read: Readback, sampled: bool) -> Vec<TensorId> {
     let g = &step.graph;
-    let mut out = vec![g.argmax];
+    let (Some(head), Some(draw)) = (g.head, step.draw) else {
+        return vec![g.logits];
+    };
+    let mut out = vec![head.argmax];
     if sampled {
-        out.push(step.sampled);
+        out.push(draw.sampled);
     }
     if read >= Readback::TopK {
-        out.extend([g.top_ids, g.top_vals]);
+        out.extend([head.top_ids, head.top_vals]);
     }
     if read >= Readback::Logits {
         out.push(g.logits);
@@ -873,4 +930,26 @@ fn mask_bytes(
         }
     }
     mask
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_without_the_head_ranks_as_the_head_does() {
+        let logits = vec![1.0, f32::NAN, 3.0, 3.0, -1.0];
+        let r = host_row(logits.clone(), Readback::TopK);
+        assert_eq!(r.argmax, 1, "NaN ranks above every number");
+        let ids: Vec<u32> = r.top.unwrap().iter().map(|t| t.0).collect();
+        assert_eq!(ids, [1, 2, 3, 0, 4], "largest first, ties to the lower id");
+        assert!(r.logits.is_none());
+        let r = host_row(logits, Readback::Argmax);
+        assert!(r.top.is_none());
+        let many: Vec<f32> = (0..1000).map(|i| ((i * 37) % 1000) as f32).collect();
+        let top = host_row(many, Readback::Logits).top.unwrap();
+        assert_eq!(top.len(), GPU_TOP_K);
+        assert_eq!(top[0], (27, 999.0));
+        assert!(top.windows(2).all(|w| w[0].1 > w[1].1));
+    }
 }

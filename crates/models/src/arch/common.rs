@@ -12,7 +12,7 @@ use wgllm_core::op::{BinaryOp, GluOp, RopeMode, RopeParams};
 use wgllm_core::{DType, Graph, TensorId};
 use wgllm_gguf::GgufFile;
 
-use super::{weight, StepGraph, StepShape, SwaMask, GPU_TOP_K};
+use super::{weight, Head, StepGraph, StepShape, SwaMask, GPU_TOP_K};
 use crate::error::ModelError;
 
 /// Hyperparameters every decoder here has, read from `<arch>.*` metadata.
@@ -465,9 +465,9 @@ impl<'a> Builder<'a> {
     }
 
     /// Final norm and output matrix over the `out_rows` tokens of `x` only (the output matrix
-    /// is large); `tok_embd` is the output matrix when the model ties them. Then the output
-    /// head: each row's argmax and top-k ids with their logits, so a session reads back a few
-    /// bytes per row instead of `n_vocab` logits.
+    /// is large); `tok_embd` is the output matrix when the model ties them. Then, when the
+    /// shape asks for it, the output head: each row's argmax and top-k ids with their logits,
+    /// so a session reads back a few bytes per row instead of `n_vocab` logits.
     pub fn finish(mut self, x: TensorId, tok_embd: TensorId) -> Result<StepGraph, ModelError> {
         // A one-token step's only row is its output row: nothing to select.
         let x = match self.s.n_tokens {
@@ -483,6 +483,26 @@ impl<'a> Builder<'a> {
         let logits = self.g.mul_mat(out_w, x)?;
         self.g.set_name(logits, "logits");
         self.g.mark_output(logits)?;
+        let head = match self.s.head {
+            true => Some(self.head(logits)?),
+            false => None,
+        };
+        Ok(StepGraph {
+            graph: self.g,
+            shape: self.s,
+            tokens: self.tokens,
+            positions: self.positions,
+            kv_slots: self.kv_slots,
+            mask: self.mask,
+            mask_swa: self.mask_swa,
+            out_rows: self.out_rows,
+            logits,
+            head,
+        })
+    }
+
+    /// Each row's argmax and top-k candidates of `logits`, on the backend.
+    fn head(&mut self, logits: TensorId) -> Result<Head, ModelError> {
         let n_out = u64::from(self.s.n_outputs);
         let k = GPU_TOP_K.min(self.hp.n_vocab as usize) as u32;
         let top_ids = self.g.top_k(logits, k)?;
@@ -500,16 +520,7 @@ impl<'a> Builder<'a> {
         let flat = self.g.reshape(logits, [1, self.hp.n_vocab, n_out, 1])?;
         let top_vals = self.g.get_rows(flat, top_ids)?;
         self.g.mark_output(top_vals)?;
-        Ok(StepGraph {
-            graph: self.g,
-            shape: self.s,
-            tokens: self.tokens,
-            positions: self.positions,
-            kv_slots: self.kv_slots,
-            mask: self.mask,
-            mask_swa: self.mask_swa,
-            out_rows: self.out_rows,
-            logits,
+        Ok(Head {
             argmax,
             top_ids,
             top_vals,

@@ -33,6 +33,10 @@ pub struct StepShape {
     pub n_outputs: u32,
     /// dtype of the KV cache.
     pub kv_dtype: DType,
+    /// Build the output head (each row's argmax and top-k on the backend). Graphs whose
+    /// callers read whole logits rows (perplexity) leave it out: the top-k of a whole prompt's
+    /// logits is work, and bindings, for nothing.
+    pub head: bool,
 }
 
 /// A model step as a graph, with the handles a session feeds and reads.
@@ -53,6 +57,13 @@ pub struct StepGraph {
     pub out_rows: TensorId,
     /// F32 `[n_vocab, n_outputs]` logits.
     pub logits: TensorId,
+    /// The output head, when [`StepShape::head`] asked for it.
+    pub head: Option<Head>,
+}
+
+/// The output head of a step graph: what a session reads back instead of whole logits rows.
+#[derive(Clone, Copy, Debug)]
+pub struct Head {
     /// I32 `[1, n_outputs]`: the first index of each row's largest logit (a view of the first
     /// of `top_ids`, so a NaN logit, which top-k ranks above every number, is taken here too).
     pub argmax: TensorId,

@@ -24,8 +24,11 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))?;
     let n_ctx = args.model.ctx;
+    // Each chunk runs in steps of `--ubatch` tokens: every step's logits are read whole, so
+    // the step, not the chunk, sizes the largest tensor (256 × Gemma's 262,144-entry vocabulary
+    // is 256 MiB, WebGPU's default largest buffer).
     let mut margs = args.model.clone();
-    margs.ubatch = margs.ubatch.max(n_ctx);
+    margs.ubatch = margs.ubatch.min(n_ctx);
     let mut m = margs.load(true)?;
     let tokens = m.tokenizer.encode(&text, true)?;
     let bos = if m.tokenizer.adds_bos() {
