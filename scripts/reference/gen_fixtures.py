@@ -3,8 +3,10 @@
 
     python3 scripts/reference/gen_fixtures.py smollm2 [--gguf PATH]
     python3 scripts/reference/gen_fixtures.py gemma3  [--gguf PATH]
+    python3 scripts/reference/gen_fixtures.py gemma3 --ppl-ctx 256
 
-Writes crates/models/tests/fixtures/reference/<name>.json. See README.md.
+Writes crates/models/tests/fixtures/reference/<name>.json. See README.md. With --ppl-ctx N only the
+perplexity at context N is computed, into the existing fixture's "perplexity_ctx<N>".
 """
 import os
 
@@ -156,12 +158,11 @@ def run_prompt(m, T, p):
     return out, records
 
 
-def perplexity(m, T, text):
+def perplexity(m, T, text, n_ctx=PPL_CTX):
     """llama-perplexity's perplexity(): whole text tokenized with add_special (BOS if the vocab adds it),
     non-overlapping chunks of n_ctx, the chunk's first token replaced by BOS when add_bos, and only
     positions first = n_ctx/2 .. n_ctx-2 scored (each predicting the next token)."""
     tokens = T.encode(text)
-    n_ctx = PPL_CTX
     n_chunk = len(tokens) // n_ctx
     first = n_ctx // 2
     nll = nll2 = 0.0
@@ -206,6 +207,7 @@ def main():
     ap.add_argument("model", choices=sorted(MODELS))
     ap.add_argument("--gguf", help="path to the GGUF file (default: %(default)s per model)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--ppl-ctx", type=int, help="only the perplexity at this context, into the fixture")
     args = ap.parse_args()
     path = args.gguf or MODELS[args.model]
     t0 = time.time()
@@ -219,6 +221,14 @@ def main():
     T.eog_ids = {T.eos_id} | {i for i, t in enumerate(vocab) if t in EOG_TEXTS}
     t_load = time.time() - t0
     print(f"{args.model}: loaded in {t_load:.1f}s", json.dumps(m.describe()), flush=True)
+    out = Path(args.out) if args.out else FIXTURES / f"{args.model}.json"
+    if args.ppl_ctx:
+        fixture = json.loads(out.read_text(encoding="utf-8"))
+        ppl = perplexity(m, T, (FIXTURES / "ppl.txt").read_text(encoding="utf-8"), args.ppl_ctx)
+        print(f"ppl at ctx {args.ppl_ctx} = {ppl['ppl']:.4f} +/- {ppl['ppl_err']:.5f}", flush=True)
+        fixture[f"perplexity_ctx{args.ppl_ctx}"] = ppl
+        write(out, fixture)
+        return
 
     prompts, blob_src = [], None
     for p in PROMPTS:
@@ -267,12 +277,15 @@ def main():
         "full_logits": full_logits,
         "perplexity": ppl,
     }
-    out = Path(args.out) if args.out else FIXTURES / f"{args.model}.json"
+    write(out, fixture)
+    print(f"wrote {out} ({out.stat().st_size} bytes) in {time.time() - t0:.1f}s total")
+
+
+def write(out, fixture):
     text = json.dumps(fixture, indent=1, ensure_ascii=False)
     # keep numeric lists on one line
     text = re.sub(r"\[\s*(-?[0-9][-0-9.e+,\s]*?)\s*\]", lambda mt: "[" + " ".join(mt.group(1).split()) + "]", text)
     out.write_text(text + "\n", encoding="utf-8")
-    print(f"wrote {out} ({out.stat().st_size} bytes) in {time.time() - t0:.1f}s total")
 
 
 if __name__ == "__main__":

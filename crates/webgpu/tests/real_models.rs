@@ -5,38 +5,54 @@
 //! They need the model files, so they are ignored by default: run `wgllm pull smollm2` and
 //! `wgllm pull gemma3-270m`, then
 //! `cargo test -p wgllm-webgpu --release --test real_models -- --ignored`. `.ci/run` runs the
-//! SmolLM2 one on lavapipe.
+//! SmolLM2 ones and the Gemma 3 ones under WebGPU's default limits on lavapipe.
 
 use wgllm_core::DType;
 use wgllm_gguf::GgufFile;
 use wgllm_models::config::model_cache_dir;
+use wgllm_models::perplexity::perplexity;
 use wgllm_models::reference::{compare, verdict, Fixture, PromptReport};
-use wgllm_webgpu::{Int8Activations, WebGpuBackend, WebGpuConfig};
+use wgllm_models::tokenizer::Tokenizer;
+use wgllm_models::{Session, SessionConfig};
+use wgllm_webgpu::{DeviceLimits, Int8Activations, WebGpuBackend, WebGpuConfig};
+
+const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
+
+fn model(file: &str) -> GgufFile {
+    GgufFile::open(model_cache_dir().join(file))
+        .unwrap_or_else(|e| panic!("{file} in the model cache (wgllm pull): {e}"))
+}
+
+fn backend(int8: Int8Activations, limits: DeviceLimits) -> WebGpuBackend {
+    let config = WebGpuConfig {
+        int8_activations: int8,
+        limits,
+        ..WebGpuConfig::default()
+    };
+    let gpu = WebGpuBackend::new(config).unwrap_or_else(|e| panic!("{e}"));
+    println!("adapter: {} ({limits:?} limits)", gpu.adapter().name);
+    gpu
+}
 
 /// `file` against `fixture`: the first `max_prompts` prompts, `max_steps` greedy steps each,
 /// activations rounded to int8 as `int8` says; the reports and the fixture.
 fn run(
+    gpu: &WebGpuBackend,
     file: &str,
     fixture: &str,
     (max_prompts, max_steps): (usize, usize),
-    int8: Int8Activations,
 ) -> (Vec<PromptReport>, Fixture) {
-    let f = GgufFile::open(model_cache_dir().join(file))
-        .unwrap_or_else(|e| panic!("{file} in the model cache (wgllm pull): {e}"));
-    let config = WebGpuConfig {
-        int8_activations: int8,
-        ..WebGpuConfig::default()
-    };
-    let gpu = WebGpuBackend::new(config).unwrap_or_else(|e| panic!("{e}"));
-    println!("adapter: {}", gpu.adapter().name);
     let fx = Fixture::parse(fixture).unwrap();
-    let reports = compare(&gpu, &f, &fx, DType::F32, max_prompts, max_steps).unwrap();
+    let reports = compare(gpu, &model(file), &fx, DType::F32, max_prompts, max_steps).unwrap();
     (reports, fx)
 }
 
-/// [`run`] with f32 activations, held to the reference's logits within `tol`.
-fn check(file: &str, fixture: &str, limits: (usize, usize), tol: f32) {
-    let (reports, _) = run(file, fixture, limits, Int8Activations::Off);
+/// [`run`] with f32 activations under `device` limits, held to the reference's logits within
+/// `tol`.
+fn check(file: &str, fixture: &str, limits: (usize, usize), tol: f32, device: DeviceLimits) {
+    let gpu = backend(Int8Activations::Off, device);
+    let (reports, _) = run(&gpu, file, fixture, limits);
     verdict(&reports, tol, 16.min(limits.1)).unwrap();
 }
 
@@ -50,10 +66,79 @@ const INT8_TOL: f32 = 0.75;
 #[ignore = "needs SmolLM2 in the model cache"]
 fn smollm2_matches_reference_32_steps() {
     check(
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        SMOLLM2,
         include_str!("../../models/tests/fixtures/reference/smollm2.json"),
         (1, 32),
         TOL,
+        DeviceLimits::Adapter,
+    );
+}
+
+/// Under WebGPU's default limits, as most GPUs and every browser run: the plans without the
+/// fusions of more than 8 storage buffers, the same answers.
+#[test]
+#[ignore = "needs SmolLM2 in the model cache"]
+fn smollm2_matches_reference_within_webgpu_default_limits() {
+    check(
+        SMOLLM2,
+        include_str!("../../models/tests/fixtures/reference/smollm2.json"),
+        (1, 32),
+        TOL,
+        DeviceLimits::WebGpuDefaults,
+    );
+}
+
+/// Gemma 3 under WebGPU's default limits: its 262,144-row embedding, tied to the output, spans
+/// more than one 128 MiB binding (gathers and products through windows of its rows).
+#[test]
+#[ignore = "needs Gemma 3 270M in the model cache"]
+fn gemma3_default_limits_matches_reference() {
+    check(
+        GEMMA3,
+        include_str!("../../models/tests/fixtures/reference/gemma3.json"),
+        (usize::MAX, 20),
+        TOL,
+        DeviceLimits::WebGpuDefaults,
+    );
+}
+
+/// Perplexity at context 256 under WebGPU's default limits, within 1% of the numpy reference's
+/// (`perplexity_ctx256` of the fixture): each 256-token step's logits are 256 MiB, past one
+/// binding (products in column slices) and a quarter of the largest buffer (a buffer of their
+/// own), and the session builds no top-k head over them.
+#[test]
+#[ignore = "needs Gemma 3 270M in the model cache"]
+fn gemma3_default_limits_perplexity_at_ctx_256() {
+    let gpu = backend(Int8Activations::Off, DeviceLimits::WebGpuDefaults);
+    let fx: serde_json::Value = serde_json::from_str(include_str!(
+        "../../models/tests/fixtures/reference/gemma3.json"
+    ))
+    .unwrap();
+    let want = &fx["perplexity_ctx256"];
+    let f = model(GEMMA3);
+    let tok = Tokenizer::from_gguf(&f).unwrap();
+    let text = include_str!("../../models/tests/fixtures/reference/ppl.txt");
+    let tokens = tok.encode(text, true).unwrap();
+    let n_ctx = want["n_ctx"].as_u64().unwrap() as usize;
+    let cfg = SessionConfig {
+        n_ctx,
+        ubatch: n_ctx,
+        kv_dtype: DType::F16,
+        all_logits: true,
+    };
+    let mut s = Session::new(&gpu, &f, cfg).unwrap();
+    let bos = if tok.adds_bos() { tok.bos() } else { None };
+    let p = perplexity(&mut s, &tokens, n_ctx, bos, |_, _, _| {}).unwrap();
+    let ref_ppl = want["ppl"].as_f64().unwrap();
+    println!(
+        "PPL = {:.4} +/- {:.5} (reference {ref_ppl})",
+        p.ppl, p.ppl_err
+    );
+    assert_eq!(p.chunks as u64, want["n_chunks"].as_u64().unwrap());
+    assert!(
+        (p.ppl / ref_ppl - 1.0).abs() < 0.01,
+        "ppl {} vs reference {ref_ppl}",
+        p.ppl
     );
 }
 
@@ -63,7 +148,8 @@ fn smollm2_matches_reference_32_steps() {
 /// as much), and the greedy walk agrees up to the first step whose reference top-2 margin is
 /// within twice that.
 fn int8_follows_reference(file: &str, fixture: &str) {
-    let (reports, fx) = run(file, fixture, (1, 32), Int8Activations::All);
+    let gpu = backend(Int8Activations::All, DeviceLimits::Adapter);
+    let (reports, fx) = run(&gpu, file, fixture, (1, 32));
     let r = &reports[0];
     let clear = fx.prompts[0]
         .greedy
@@ -96,7 +182,7 @@ fn int8_follows_reference(file: &str, fixture: &str) {
 #[ignore = "needs SmolLM2 in the model cache"]
 fn smollm2_with_int8_activations_follows_reference() {
     int8_follows_reference(
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        SMOLLM2,
         include_str!("../../models/tests/fixtures/reference/smollm2.json"),
     );
 }
@@ -106,7 +192,7 @@ fn smollm2_with_int8_activations_follows_reference() {
 #[ignore = "needs Gemma 3 270M in the model cache"]
 fn gemma3_with_int8_activations_follows_reference() {
     int8_follows_reference(
-        "gemma-3-270m-q4_k_m.gguf",
+        GEMMA3,
         include_str!("../../models/tests/fixtures/reference/gemma3.json"),
     );
 }
@@ -115,10 +201,11 @@ fn gemma3_with_int8_activations_follows_reference() {
 #[ignore = "needs SmolLM2 in the model cache"]
 fn smollm2_matches_reference_all_prompts() {
     check(
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        SMOLLM2,
         include_str!("../../models/tests/fixtures/reference/smollm2.json"),
         (usize::MAX, usize::MAX),
         TOL,
+        DeviceLimits::Adapter,
     );
 }
 
@@ -126,9 +213,10 @@ fn smollm2_matches_reference_all_prompts() {
 #[ignore = "needs Gemma 3 270M in the model cache"]
 fn gemma3_matches_reference_all_prompts() {
     check(
-        "gemma-3-270m-q4_k_m.gguf",
+        GEMMA3,
         include_str!("../../models/tests/fixtures/reference/gemma3.json"),
         (usize::MAX, usize::MAX),
         TOL,
+        DeviceLimits::Adapter,
     );
 }
