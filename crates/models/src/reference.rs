@@ -156,3 +156,65 @@ pub fn verdict(reports: &[PromptReport], tol: f32, min_steps: usize) -> Result<(
     }
     Ok(())
 }
+
+/// The reference's perplexity of `ppl.txt` at one context (`perplexity`, `perplexity_ctx256`
+/// of a fixture), the parts the check reads.
+#[derive(Debug, Deserialize)]
+pub struct PerplexityFixture {
+    pub n_ctx: usize,
+    pub n_tokens: usize,
+    pub n_chunks: usize,
+    pub ppl: f64,
+}
+
+impl PerplexityFixture {
+    /// The entry `key` of fixture `json`.
+    pub fn parse(json: &str, key: &str) -> Result<PerplexityFixture, String> {
+        let v: serde_json::Value = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        serde_json::from_value(v[key].clone()).map_err(|e| format!("fixture '{key}': {e}"))
+    }
+}
+
+/// Scores `text` with `file` on `backend` as llama-perplexity does (f16 cache, one step per
+/// chunk) at the fixture's context; `Err` unless the token and chunk counts match and the
+/// perplexity is within 1% of the reference's. `Ok` holds it.
+pub fn check_perplexity(
+    backend: &dyn Backend,
+    file: &GgufFile,
+    text: &str,
+    want: &PerplexityFixture,
+) -> Result<f64, String> {
+    let tok = crate::tokenizer::Tokenizer::from_gguf(file).map_err(|e| e.to_string())?;
+    let tokens = tok.encode(text, true).map_err(|e| e.to_string())?;
+    if tokens.len() != want.n_tokens {
+        return Err(format!(
+            "{} tokens, the reference has {}",
+            tokens.len(),
+            want.n_tokens
+        ));
+    }
+    let cfg = SessionConfig {
+        n_ctx: want.n_ctx,
+        ubatch: want.n_ctx,
+        kv_dtype: DType::F16,
+        all_logits: true,
+    };
+    let mut s = Session::new(backend, file, cfg).map_err(|e| e.to_string())?;
+    let bos = if tok.adds_bos() { tok.bos() } else { None };
+    let p = crate::perplexity::perplexity(&mut s, &tokens, want.n_ctx, bos, |_, _, _| {})
+        .map_err(|e| e.to_string())?;
+    println!(
+        "PPL = {:.4} +/- {:.5} at ctx {} (reference {})",
+        p.ppl, p.ppl_err, want.n_ctx, want.ppl
+    );
+    if p.chunks != want.n_chunks {
+        return Err(format!(
+            "{} chunks, the reference has {}",
+            p.chunks, want.n_chunks
+        ));
+    }
+    match (p.ppl / want.ppl - 1.0).abs() < 0.01 {
+        true => Ok(p.ppl),
+        false => Err(format!("ppl {} vs reference {}", p.ppl, want.ppl)),
+    }
+}

@@ -11,10 +11,7 @@ use wgllm_core::DType;
 use wgllm_cpu::CpuBackend;
 use wgllm_gguf::GgufFile;
 use wgllm_models::config::model_cache_dir;
-use wgllm_models::perplexity::perplexity;
-use wgllm_models::reference::{compare, verdict, Fixture};
-use wgllm_models::tokenizer::Tokenizer;
-use wgllm_models::{Session, SessionConfig};
+use wgllm_models::reference::{self, compare, verdict, Fixture, PerplexityFixture};
 
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
 const GEMMA3: &str = "gemma-3-270m-q4_k_m.gguf";
@@ -72,39 +69,10 @@ fn gemma3_matches_reference_with_f16_kv() {
     );
 }
 
-/// Tokenizes `ppl.txt` and scores it like llama-perplexity; must be within 1% of the reference.
+/// Scores `ppl.txt` like llama-perplexity; must be within 1% of the reference.
 fn check_perplexity(file: &str, fixture: &str) {
-    let fx: serde_json::Value = serde_json::from_str(fixture).unwrap();
-    let want = &fx["perplexity"];
-    let f = model(file);
-    let tok = Tokenizer::from_gguf(&f).unwrap();
-    let tokens = tok.encode(PPL_TEXT, true).unwrap();
-    assert_eq!(
-        tokens.len() as u64,
-        want["n_tokens"].as_u64().unwrap(),
-        "token count of ppl.txt"
-    );
-    let n_ctx = want["n_ctx"].as_u64().unwrap() as usize;
-    let cfg = SessionConfig {
-        n_ctx,
-        ubatch: n_ctx,
-        kv_dtype: DType::F16,
-        all_logits: true,
-    };
-    let mut s = Session::new(&CpuBackend, &f, cfg).unwrap();
-    let bos = if tok.adds_bos() { tok.bos() } else { None };
-    let p = perplexity(&mut s, &tokens, n_ctx, bos, |_, _, _| {}).unwrap();
-    let ref_ppl = want["ppl"].as_f64().unwrap();
-    println!(
-        "{file}: PPL = {:.4} +/- {:.5} (reference {ref_ppl})",
-        p.ppl, p.ppl_err
-    );
-    assert_eq!(p.chunks as u64, want["n_chunks"].as_u64().unwrap());
-    assert!(
-        (p.ppl / ref_ppl - 1.0).abs() < 0.01,
-        "ppl {} vs reference {ref_ppl}",
-        p.ppl
-    );
+    let want = PerplexityFixture::parse(fixture, "perplexity").unwrap();
+    reference::check_perplexity(&CpuBackend, &model(file), PPL_TEXT, &want).unwrap();
 }
 
 #[test]

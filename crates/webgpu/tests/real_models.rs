@@ -10,10 +10,9 @@
 use wgllm_core::DType;
 use wgllm_gguf::GgufFile;
 use wgllm_models::config::model_cache_dir;
-use wgllm_models::perplexity::perplexity;
-use wgllm_models::reference::{compare, verdict, Fixture, PromptReport};
-use wgllm_models::tokenizer::Tokenizer;
-use wgllm_models::{Session, SessionConfig};
+use wgllm_models::reference::{
+    check_perplexity, compare, verdict, Fixture, PerplexityFixture, PromptReport,
+};
 use wgllm_webgpu::{DeviceLimits, Int8Activations, WebGpuBackend, WebGpuConfig};
 
 const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -110,36 +109,10 @@ fn gemma3_default_limits_matches_reference() {
 #[ignore = "needs Gemma 3 270M in the model cache"]
 fn gemma3_default_limits_perplexity_at_ctx_256() {
     let gpu = backend(Int8Activations::Off, DeviceLimits::WebGpuDefaults);
-    let fx: serde_json::Value = serde_json::from_str(include_str!(
-        "../../models/tests/fixtures/reference/gemma3.json"
-    ))
-    .unwrap();
-    let want = &fx["perplexity_ctx256"];
-    let f = model(GEMMA3);
-    let tok = Tokenizer::from_gguf(&f).unwrap();
+    let fixture = include_str!("../../models/tests/fixtures/reference/gemma3.json");
+    let want = PerplexityFixture::parse(fixture, "perplexity_ctx256").unwrap();
     let text = include_str!("../../models/tests/fixtures/reference/ppl.txt");
-    let tokens = tok.encode(text, true).unwrap();
-    let n_ctx = want["n_ctx"].as_u64().unwrap() as usize;
-    let cfg = SessionConfig {
-        n_ctx,
-        ubatch: n_ctx,
-        kv_dtype: DType::F16,
-        all_logits: true,
-    };
-    let mut s = Session::new(&gpu, &f, cfg).unwrap();
-    let bos = if tok.adds_bos() { tok.bos() } else { None };
-    let p = perplexity(&mut s, &tokens, n_ctx, bos, |_, _, _| {}).unwrap();
-    let ref_ppl = want["ppl"].as_f64().unwrap();
-    println!(
-        "PPL = {:.4} +/- {:.5} (reference {ref_ppl})",
-        p.ppl, p.ppl_err
-    );
-    assert_eq!(p.chunks as u64, want["n_chunks"].as_u64().unwrap());
-    assert!(
-        (p.ppl / ref_ppl - 1.0).abs() < 0.01,
-        "ppl {} vs reference {ref_ppl}",
-        p.ppl
-    );
+    check_perplexity(&gpu, &model(GEMMA3), text, &want).unwrap();
 }
 
 /// Every product's activations rounded to int8 (`Int8Activations::All`; `Large` does it for
