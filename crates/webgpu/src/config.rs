@@ -14,12 +14,19 @@ pub enum AdapterSelector {
     Name(String),
 }
 
-/// Whether kernels keep wgpu's runtime bounds checks.
+/// Which of wgpu's runtime checks kernels keep.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ShaderChecks {
-    /// wgpu's default robustness: every storage access is clamped. Always safe.
+    /// wgpu's default robustness: every buffer and array access kept in bounds (clamped in the
+    /// kernel, or by the driver's robust buffer access where the device has it), loops bounded,
+    /// integer divisions guarded, workgroup memory zeroed at the start. Always safe.
     #[default]
     Checked,
+    /// The bounds of `Checked`, without the rest: every kernel's loops end (their bounds are
+    /// extents and parameters the planner sets), every divisor is an extent or a count the
+    /// planner makes positive, and every kernel writes the workgroup memory it reads (the op
+    /// tests hold the results to the CPU reference's). Memory-safe as `Checked` is.
+    Bounds,
     /// Kernels are created with `create_shader_module_trusted` and
     /// `ShaderRuntimeChecks::unchecked()`: 1.6–3× faster matmuls on real GPUs, but an indexing
     /// bug reads or writes out of bounds. Use only with kernels the op tests cover.

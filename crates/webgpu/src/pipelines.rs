@@ -116,6 +116,14 @@ impl Pipelines {
             };
             let module = match checks {
                 ShaderChecks::Checked => gpu.device.create_shader_module(desc),
+                // SAFETY: bounds checks stay; what is dropped is safe for these kernels as
+                // `ShaderChecks::Bounds` says (loops end, divisors are positive).
+                ShaderChecks::Bounds => unsafe {
+                    let mut bounds = wgpu::ShaderRuntimeChecks::checked();
+                    bounds.force_loop_bounding = false;
+                    bounds.int_div_checks = false;
+                    gpu.device.create_shader_module_trusted(desc, bounds)
+                },
                 // SAFETY: the config asked for unchecked kernels; the op tests exercise their
                 // indexing against the CPU reference (see `ShaderChecks::Unchecked`).
                 ShaderChecks::Unchecked => unsafe {
@@ -129,7 +137,10 @@ impl Pipelines {
                     layout: Some(&pl),
                     module: &module,
                     entry_point: Some("main"),
-                    compilation_options: wgpu::PipelineCompilationOptions::default(),
+                    compilation_options: wgpu::PipelineCompilationOptions {
+                        zero_initialize_workgroup_memory: checks == ShaderChecks::Checked,
+                        ..wgpu::PipelineCompilationOptions::default()
+                    },
                     cache: None,
                 })
         })?;

@@ -9,7 +9,9 @@ use wgllm_core::op::UnaryOp;
 use wgllm_core::{Backend, DType, Error, Executable, Graph, TensorId};
 use wgllm_cpu::CpuBackend;
 use wgllm_webgpu::testing::{cases, int8_bound, run_case, Outcome};
-use wgllm_webgpu::{DeviceLimits, Int8Activations, KernelShapes, WebGpuBackend, WebGpuConfig};
+use wgllm_webgpu::{
+    DeviceLimits, Int8Activations, KernelShapes, ShaderChecks, WebGpuBackend, WebGpuConfig,
+};
 
 /// The GPU shapes: a CPU adapter (lavapipe) would take its own by default, which the run
 /// without f16 and subgroups checks ([`KernelShapes`]).
@@ -41,6 +43,19 @@ fn op_table_matches_cpu_within_webgpu_default_limits() {
     assert!(l.max_compute_workgroup_storage_size <= 16384);
     assert!(l.max_storage_buffer_binding_size <= 128 << 20);
     assert!(!gpu.capabilities().immediates);
+    op_table(&gpu);
+}
+
+/// With bounds checks only (`ShaderChecks::Bounds`: no loop bounding, unguarded integer
+/// division, workgroup memory not zeroed at the start): every case passes.
+#[test]
+fn op_table_matches_cpu_with_bounds_checks_only() {
+    let gpu = WebGpuBackend::new(WebGpuConfig {
+        kernel_shapes: KernelShapes::Gpu,
+        shader_checks: ShaderChecks::Bounds,
+        ..WebGpuConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
     op_table(&gpu);
 }
 

@@ -6,7 +6,8 @@ use anyhow::Result;
 use clap::{Args as ClapArgs, ValueEnum};
 use wgllm_core::Backend;
 use wgllm_webgpu::{
-    AdapterSelector, DeviceLimits, Int8Activations, KernelShapes, WebGpuBackend, WebGpuConfig,
+    AdapterSelector, DeviceLimits, Int8Activations, KernelShapes, ShaderChecks, WebGpuBackend,
+    WebGpuConfig,
 };
 
 /// Which backend runs the graphs.
@@ -79,6 +80,17 @@ impl From<ShapesChoice> for KernelShapes {
     }
 }
 
+/// `--shader-checks`: [`ShaderChecks`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ChecksChoice {
+    /// Every runtime check wgpu has.
+    Full,
+    /// Bounds checks only.
+    Bounds,
+    /// None.
+    Off,
+}
+
 /// `--limits`: [`DeviceLimits`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LimitsChoice {
@@ -98,8 +110,12 @@ pub struct BackendArgs {
     /// WebGPU adapter: an index from `wgllm devices` or part of its name (default: the best).
     #[arg(long)]
     pub device: Option<String>,
-    /// Create kernels without wgpu's runtime bounds checks (faster; every kernel is covered by
-    /// the op tests).
+    /// Which of wgpu's runtime checks kernels keep: `full` (bounds, loop bounding, guarded
+    /// integer division, workgroup memory zeroed), `bounds` (the bounds only: as memory-safe),
+    /// `off` (none: faster, and an indexing bug reads or writes out of bounds).
+    #[arg(long, value_enum, default_value = "full", value_name = "WHICH")]
+    pub shader_checks: ChecksChoice,
+    /// The same as `--shader-checks off`.
     #[arg(long)]
     pub unchecked_shaders: bool,
     /// Which decode products with quantized weights round their activations to int8 (per 32
@@ -162,10 +178,10 @@ impl BackendArgs {
         };
         WebGpuConfig {
             adapter,
-            shader_checks: if self.unchecked_shaders {
-                wgllm_webgpu::ShaderChecks::Unchecked
-            } else {
-                wgllm_webgpu::ShaderChecks::Checked
+            shader_checks: match (self.unchecked_shaders, self.shader_checks) {
+                (true, _) | (_, ChecksChoice::Off) => ShaderChecks::Unchecked,
+                (false, ChecksChoice::Bounds) => ShaderChecks::Bounds,
+                (false, ChecksChoice::Full) => ShaderChecks::Checked,
             },
             int8_activations: self.int8_activations.into(),
             cooperative_matrices: self.coop == CoopChoice::Auto,
