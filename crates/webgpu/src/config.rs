@@ -15,21 +15,23 @@ pub enum AdapterSelector {
 }
 
 /// Which of wgpu's runtime checks kernels keep.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ShaderChecks {
     /// wgpu's default robustness: every buffer and array access kept in bounds (clamped in the
     /// kernel, or by the driver's robust buffer access where the device has it), loops bounded,
-    /// integer divisions guarded, workgroup memory zeroed at the start. Always safe.
-    #[default]
+    /// integer divisions guarded, workgroup memory zeroed at the start. The browser's (which
+    /// enforces its own robustness whatever is asked).
     Checked,
     /// The bounds of `Checked`, without the rest: every kernel's loops end (their bounds are
     /// extents and parameters the planner sets), every divisor is an extent or a count the
     /// planner makes positive, and every kernel writes the workgroup memory it reads (the op
-    /// tests hold the results to the CPU reference's). Memory-safe as `Checked` is.
+    /// tests hold the results to the CPU reference's). Memory-safe as `Checked` is: an index
+    /// computed from any value stays clamped. The native default: the checks it drops are the
+    /// ones that cost on the hot path (loop counters and guards in every inner loop).
     Bounds,
     /// Kernels are created with `create_shader_module_trusted` and
-    /// `ShaderRuntimeChecks::unchecked()`: 1.6–3× faster matmuls on real GPUs, but an indexing
-    /// bug reads or writes out of bounds. Use only with kernels the op tests cover.
+    /// `ShaderRuntimeChecks::unchecked()`: no clamping either, so an indexing bug reads or
+    /// writes out of bounds. Use only with kernels the op tests cover.
     Unchecked,
 }
 
@@ -77,7 +79,10 @@ impl Default for WebGpuConfig {
     fn default() -> WebGpuConfig {
         WebGpuConfig {
             adapter: AdapterSelector::Auto,
-            shader_checks: ShaderChecks::Checked,
+            shader_checks: match cfg!(target_arch = "wasm32") {
+                true => ShaderChecks::Checked,
+                false => ShaderChecks::Bounds,
+            },
             dispatches_per_pass: 1024,
             dispatches_per_submit: 96,
             cooperative_matrices: true,

@@ -46,13 +46,14 @@ fn op_table_matches_cpu_within_webgpu_default_limits() {
     op_table(&gpu);
 }
 
-/// With bounds checks only (`ShaderChecks::Bounds`: no loop bounding, unguarded integer
-/// division, workgroup memory not zeroed at the start): every case passes.
+/// With every runtime check wgpu has (`ShaderChecks::Checked`: loops bounded, divisions
+/// guarded, workgroup memory zeroed), as the browser runs; the other tests take the native
+/// default, bounds checks only.
 #[test]
-fn op_table_matches_cpu_with_bounds_checks_only() {
+fn op_table_matches_cpu_with_full_checks() {
     let gpu = WebGpuBackend::new(WebGpuConfig {
         kernel_shapes: KernelShapes::Gpu,
-        shader_checks: ShaderChecks::Bounds,
+        shader_checks: ShaderChecks::Checked,
         ..WebGpuConfig::default()
     })
     .unwrap_or_else(|e| panic!("{e}"));

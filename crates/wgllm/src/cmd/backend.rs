@@ -110,10 +110,11 @@ pub struct BackendArgs {
     /// WebGPU adapter: an index from `wgllm devices` or part of its name (default: the best).
     #[arg(long)]
     pub device: Option<String>,
-    /// Which of wgpu's runtime checks kernels keep: `full` (bounds, loop bounding, guarded
-    /// integer division, workgroup memory zeroed), `bounds` (the bounds only: as memory-safe),
-    /// `off` (none: faster, and an indexing bug reads or writes out of bounds).
-    #[arg(long, value_enum, default_value = "full", value_name = "WHICH")]
+    /// Which of wgpu's runtime checks kernels keep: `bounds` (the bounds checks only: every
+    /// access stays within its buffer), `full` (also loop bounding, guarded integer division and
+    /// workgroup memory zeroed, wgpu's default: slower), `off` (none: an indexing bug reads or
+    /// writes out of bounds).
+    #[arg(long, value_enum, default_value = "bounds", value_name = "WHICH")]
     pub shader_checks: ChecksChoice,
     /// The same as `--shader-checks off`.
     #[arg(long)]
