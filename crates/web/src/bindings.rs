@@ -3,6 +3,7 @@
 
 use js_sys::{Function, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
+use wgllm_models::generate::StopReason;
 use wgllm_models::sampler::SamplerConfig;
 use wgllm_models::tokenizer::ChatMessage;
 
@@ -17,6 +18,63 @@ fn set(obj: &js_sys::Object, key: &str, value: JsValue) -> Result<(), JsError> {
     Reflect::set(obj, &key.into(), &value)
         .map(|_| ())
         .map_err(|_| JsError::new("building a result object"))
+}
+
+/// `options.key` as a number, when present (`undefined` and `null` are absent).
+fn number(options: &JsValue, key: &str) -> Result<Option<f64>, JsError> {
+    let v = Reflect::get(options, &key.into()).unwrap_or(JsValue::UNDEFINED);
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
+    }
+    match v.as_f64() {
+        Some(x) if x.is_finite() => Ok(Some(x)),
+        _ => Err(JsError::new(&format!(
+            "options.{key} must be a finite number"
+        ))),
+    }
+}
+
+/// A whole number of at least 0 (`options.key`), when present.
+fn count(options: &JsValue, key: &str) -> Result<Option<u64>, JsError> {
+    match number(options, key)? {
+        Some(x) if x >= 0.0 && x.fract() == 0.0 && x <= 2f64.powi(53) => Ok(Some(x as u64)),
+        Some(_) => Err(JsError::new(&format!(
+            "options.{key} must be a whole number of at least 0"
+        ))),
+        None => Ok(None),
+    }
+}
+
+/// How many tokens to generate and how to sample them, from `{maxTokens, temperature, topK,
+/// topP, minP, repeatPenalty, presencePenalty, frequencyPenalty, penaltyLastN, seed}`; absent
+/// fields take the CLI's defaults (64 tokens; `SamplerConfig::default()`).
+fn generation_options(options: &JsValue) -> Result<(usize, SamplerConfig), JsError> {
+    if !(options.is_undefined() || options.is_null() || options.is_object()) {
+        return Err(JsError::new("options must be an object"));
+    }
+    let d = SamplerConfig::default();
+    let f = |key: &str, default: f32| number(options, key).map(|v| v.map_or(default, |x| x as f32));
+    let sampler = SamplerConfig {
+        temperature: f("temperature", d.temperature)?,
+        top_k: count(options, "topK")?.map_or(d.top_k, |k| k as usize),
+        top_p: f("topP", d.top_p)?,
+        min_p: f("minP", d.min_p)?,
+        repeat_penalty: f("repeatPenalty", d.repeat_penalty)?,
+        presence_penalty: f("presencePenalty", d.presence_penalty)?,
+        frequency_penalty: f("frequencyPenalty", d.frequency_penalty)?,
+        penalty_last_n: count(options, "penaltyLastN")?.map_or(d.penalty_last_n, |n| n as usize),
+        seed: count(options, "seed")?.unwrap_or(d.seed),
+    };
+    if !(0.0..=1.0).contains(&sampler.top_p) || !(0.0..=1.0).contains(&sampler.min_p) {
+        return Err(JsError::new(
+            "options.topP and options.minP must be within 0 and 1",
+        ));
+    }
+    if sampler.repeat_penalty <= 0.0 {
+        return Err(JsError::new("options.repeatPenalty must be above 0"));
+    }
+    let max_tokens = count(options, "maxTokens")?.map_or(64, |n| n as usize);
+    Ok((max_tokens, sampler))
 }
 
 /// A backend and a model, as the page sees them.
@@ -40,6 +98,20 @@ impl WebEngine {
         Ok(WebEngine { inner })
     }
 
+    /// Sets the context (KV cache) length, in tokens, of the models loaded from now on.
+    #[wasm_bindgen(js_name = setContextLength)]
+    pub fn set_context_length(&mut self, n_ctx: u32) -> Result<(), JsError> {
+        self.inner
+            .set_context_length(n_ctx as usize)
+            .map_err(js_err)
+    }
+
+    /// What the loaded model does: `"chat"`, `"embedding"` or `"speech"` (`undefined`: none).
+    #[wasm_bindgen(js_name = modelKind)]
+    pub fn model_kind(&self) -> Option<String> {
+        self.inner.model_kind().map(String::from)
+    }
+
     /// The adapter (or backend) in use.
     pub fn adapter(&self) -> String {
         self.inner.adapter().to_string()
@@ -54,19 +126,28 @@ impl WebEngine {
     /// (its size or `Content-Length`; 0 when unknown, e.g. a compressed response), calling
     /// `onProgress(loaded, total)` after each chunk (`total` is `null` when unknown). On WebGPU
     /// each tensor goes to the GPU as it arrives and the file never sits whole in wasm memory;
-    /// the CPU backend collects it. Resolves to the summary line `load` returns; rejects (and
-    /// cancels the stream) on a bad or truncated file or a failed read.
+    /// the CPU backend collects it. With `sha256` (hex), the file must have that hash: checked
+    /// before the model is built. Resolves to the summary line `load` returns; rejects (and
+    /// cancels the stream) on a bad, truncated or other file or a failed read.
     #[wasm_bindgen(js_name = loadStream)]
     pub async fn load_stream(
         &mut self,
         stream: web_sys::ReadableStream,
         #[wasm_bindgen(js_name = totalBytes)] total_bytes: f64,
         #[wasm_bindgen(js_name = onProgress)] on_progress: Function,
+        sha256: Option<String>,
     ) -> Result<String, JsError> {
         let total = (total_bytes.is_finite() && total_bytes > 0.0).then_some(total_bytes as u64);
-        crate::stream::load_stream(&mut self.inner, &stream, total, &on_progress)
-            .await
-            .map_err(js_err)
+        let sha256 = sha256.filter(|h| !h.is_empty());
+        crate::stream::load_stream(
+            &mut self.inner,
+            &stream,
+            total,
+            sha256.as_deref(),
+            &on_progress,
+        )
+        .await
+        .map_err(js_err)
     }
 
     /// Token ids of `text` (chat-templated as one user message when `chat`).
@@ -75,21 +156,22 @@ impl WebEngine {
         self.inner.prompt_ids(text, chat).map_err(js_err)
     }
 
-    /// Generates up to `max_tokens` after `text` (greedy when `temperature <= 0`), calling
-    /// `on_text(piece)` with each piece as it is decoded; `on_text` returning `false` stops.
-    /// Resolves to `{text, promptTokens, cachedTokens, generatedTokens, promptTps, generateTps,
-    /// stop}`: of the prompt, `promptTokens` ran and `cachedTokens` were held in the cache from
-    /// the last prompt.
+    /// Generates after `text` as `options` says (`{maxTokens, temperature, topK, topP, minP,
+    /// repeatPenalty, presencePenalty, frequencyPenalty, penaltyLastN, seed}`, each optional;
+    /// greedy when `temperature <= 0`), calling `on_text(piece)` with each piece as it is
+    /// decoded; `on_text` returning `false` (or throwing) stops. Resolves to `{text,
+    /// promptTokens, cachedTokens, generatedTokens, promptTps, generateTps, stop}`: of the
+    /// prompt, `promptTokens` ran and `cachedTokens` were held in the cache from the last
+    /// prompt; `stop` is `"eos"` (the model ended), `"length"` or `"callback"`.
     pub async fn generate(
         &mut self,
         text: String,
         chat: bool,
-        max_tokens: u32,
-        temperature: f32,
+        options: JsValue,
         on_text: Function,
     ) -> Result<JsValue, JsError> {
         let ids = self.inner.prompt_ids(&text, chat).map_err(js_err)?;
-        self.run(&ids, max_tokens, temperature, &on_text).await
+        self.run(&ids, &options, &on_text).await
     }
 
     /// Like `generate`, for a conversation: `messages` is an array of `{role, content}`
@@ -99,8 +181,7 @@ impl WebEngine {
     pub async fn generate_chat(
         &mut self,
         messages: js_sys::Array,
-        max_tokens: u32,
-        temperature: f32,
+        options: JsValue,
         on_text: Function,
     ) -> Result<JsValue, JsError> {
         let field = |m: &JsValue, i: u32, key: &str| {
@@ -118,7 +199,7 @@ impl WebEngine {
             ));
         }
         let ids = self.inner.chat_ids(&list).map_err(js_err)?;
-        self.run(&ids, max_tokens, temperature, &on_text).await
+        self.run(&ids, &options, &on_text).await
     }
 
     /// Embeddings of `texts` (an array of strings) with the loaded embedding model: resolves
@@ -207,18 +288,14 @@ impl WebEngine {
     async fn run(
         &mut self,
         ids: &[u32],
-        max_tokens: u32,
-        temperature: f32,
+        options: &JsValue,
         on_text: &Function,
     ) -> Result<JsValue, JsError> {
-        let sampler = SamplerConfig {
-            temperature,
-            ..SamplerConfig::default()
-        };
+        let (max_tokens, sampler) = generation_options(options)?;
         let mut out = String::new();
         let stats = self
             .inner
-            .generate(ids, max_tokens as usize, sampler, |piece| {
+            .generate(ids, max_tokens, sampler, |piece| {
                 out.push_str(piece);
                 // A callback that throws or returns `false` stops generation.
                 on_text
@@ -235,7 +312,12 @@ impl WebEngine {
         set(&obj, "generatedTokens", stats.generated_tokens.into())?;
         set(&obj, "promptTps", stats.prompt_tps().into())?;
         set(&obj, "generateTps", stats.generate_tps().into())?;
-        set(&obj, "stop", format!("{:?}", stats.stop).into())?;
+        let stop = match stats.stop {
+            StopReason::EndOfGeneration => "eos",
+            StopReason::Length => "length",
+            StopReason::Callback => "callback",
+        };
+        set(&obj, "stop", stop.into())?;
         Ok(obj.into())
     }
 }

@@ -10,6 +10,7 @@
 //! stream is collected and loaded as a whole.
 
 use bytes::Bytes;
+use sha2::{Digest, Sha256};
 use wgllm_core::{Backend, DType};
 use wgllm_cpu::CpuBackend;
 use wgllm_gguf::{GgufError, GgufFile, GgufStream, StreamEvent};
@@ -56,6 +57,15 @@ pub enum WebError {
     /// Reading the stream itself failed (a network error, a cancelled download).
     #[error("reading the model stream: {0}")]
     Stream(String),
+    /// The streamed file is not the one asked for (a changed or corrupted download or cache).
+    #[error(
+        "the model's sha256 is {got}, not the expected {expected}: the file changed or is corrupt"
+    )]
+    Checksum { expected: String, got: String },
+    #[error("an expected sha256 must be 64 hexadecimal digits, not '{0}'")]
+    BadChecksum(String),
+    #[error("a context of {0} tokens is out of range (1 to {max})", max = MAX_CTX)]
+    BadContext(usize),
     /// The conversation (or prompt) and the answer asked for do not fit the context.
     #[error(
         "the conversation and the answer need {need} tokens but the context holds {ctx}: start \
@@ -100,6 +110,9 @@ impl Default for EngineConfig {
         }
     }
 }
+
+/// The largest context a page may ask for; a model's own limit applies too.
+pub const MAX_CTX: usize = 1 << 17;
 
 /// An embedding model's batches in a tab: at most this many tokens a graph run.
 const EMBED_BATCH_TOKENS: u32 = 2048;
@@ -164,6 +177,8 @@ pub struct Engine {
     config: EngineConfig,
     loaded: Option<Loaded>,
     loading: Option<Loading>,
+    /// The sha256 a streamed load must have (lower-case hex), and the hash of what came so far.
+    checksum: Option<(String, Sha256)>,
 }
 
 /// The backend `dev` opened.
@@ -196,7 +211,17 @@ impl Engine {
             config,
             loaded: None,
             loading: None,
+            checksum: None,
         })
+    }
+
+    /// Sets the context (KV cache) length of the models loaded from now on.
+    pub fn set_context_length(&mut self, n_ctx: usize) -> Result<(), WebError> {
+        if n_ctx == 0 || n_ctx > MAX_CTX {
+            return Err(WebError::BadContext(n_ctx));
+        }
+        self.config.n_ctx = n_ctx;
+        Ok(())
     }
 
     /// The opened backend.
@@ -255,6 +280,7 @@ impl Engine {
     fn unload(&mut self) {
         self.loaded = None;
         self.loading = None;
+        self.checksum = None;
         if let Dev::Gpu(gpu) = &self.dev {
             gpu.drop_resident_weights();
         }
@@ -310,9 +336,21 @@ impl Engine {
     }
 
     /// Starts loading a model whose file arrives in chunks ([`Engine::feed`]) of `total` bytes
-    /// when known. Replaces any model loaded before (its device memory is freed first).
-    pub fn begin_stream(&mut self, total: Option<u64>) {
+    /// when known, whose sha256 must be `sha256` (hex) when given. Replaces any model loaded
+    /// before (its device memory is freed first).
+    pub fn begin_stream(
+        &mut self,
+        total: Option<u64>,
+        sha256: Option<&str>,
+    ) -> Result<(), WebError> {
         self.unload();
+        if let Some(h) = sha256 {
+            let h = h.to_ascii_lowercase();
+            if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(WebError::BadChecksum(h));
+            }
+            self.checksum = Some((h, Sha256::new()));
+        }
         self.loading = Some(match self.dev {
             Dev::Gpu(_) => Loading::Gpu(Box::new(GpuLoad {
                 stream: GgufStream::new(total),
@@ -323,12 +361,16 @@ impl Engine {
                 total,
             },
         });
+        Ok(())
     }
 
     /// The next chunk of the file being streamed. On WebGPU the header is checked as soon as
     /// it is complete (architecture, tokenizer) and every tensor byte goes to the device. An
     /// error abandons the load.
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), WebError> {
+        if let Some((_, hasher)) = &mut self.checksum {
+            hasher.update(chunk);
+        }
         let r = self.feed_inner(chunk);
         if r.is_err() {
             self.unload();
@@ -369,6 +411,17 @@ impl Engine {
     }
 
     fn finish_inner(&mut self) -> Result<String, WebError> {
+        // Checked before the model is built: a wrong file never becomes the loaded model.
+        if let Some((expected, hasher)) = self.checksum.take() {
+            let got: String = hasher
+                .finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            if got != expected {
+                return Err(WebError::Checksum { expected, got });
+            }
+        }
         match (self.loading.take().ok_or(WebError::NoStream)?, &self.dev) {
             (Loading::Gpu(load), Dev::Gpu(gpu)) => {
                 let GpuLoad {
@@ -420,6 +473,16 @@ impl Engine {
             Some(Loaded::Embed(_, summary)) | Some(Loaded::Speech(_, summary)) => {
                 Some(summary.as_str())
             }
+            None => None,
+        }
+    }
+
+    /// What the loaded model does: `"chat"`, `"embedding"` or `"speech"`.
+    pub fn model_kind(&self) -> Option<&'static str> {
+        match &self.loaded {
+            Some(Loaded::Chat(_)) => Some("chat"),
+            Some(Loaded::Embed(..)) => Some("embedding"),
+            Some(Loaded::Speech(..)) => Some("speech"),
             None => None,
         }
     }

@@ -10,9 +10,11 @@
 //! - [`ops`]: a subset of the op table against the CPU reference, with awaited readbacks.
 //! - `stream` (wasm32 only): a JavaScript `ReadableStream` (`fetch(url).body`, `file.stream()`)
 //!   read chunk by chunk into a streamed load.
-//! - `bindings` (wasm32 only): the `wasm-bindgen` API the page in `web/` uses: `WebEngine`
-//!   (`open`, `load`, `loadStream`, `generate` and `generateChat` with a per-piece callback,
-//!   a conversation's earlier turns kept in the KV cache), `embed` and `runOps`.
+//! - `bindings` (wasm32 only): the `wasm-bindgen` API the worker of the `wgllm-web` npm
+//!   package (`web/lib/`) uses: `WebEngine` (`open`, `setContextLength`, `load`, `loadStream`
+//!   with an optional sha256, `generate` and `generateChat` with sampling options and a
+//!   per-piece callback, a conversation's earlier turns kept in the KV cache), `embed`,
+//!   `transcribe` and `runOps`.
 //!
 //! The browser differs from native in three ways, each handled below this crate: nothing may
 //! block (device setup and readbacks are awaited: `WebGpuBackend::new_async`,

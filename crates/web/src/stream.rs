@@ -22,18 +22,21 @@ fn describe(e: &JsValue) -> String {
 }
 
 /// Loads the GGUF file `stream` gives into `engine`, `total` bytes long when known (a
-/// `Content-Length`; `None` when absent or when the body is compressed), calling
-/// `on_progress(loaded, total)` after each chunk. Returns the model's summary. On any error the
-/// stream is cancelled and nothing stays loaded.
+/// `Content-Length`; `None` when absent or when the body is compressed), whose sha256 must be
+/// `sha256` when given, calling `on_progress(loaded, total)` after each chunk. Returns the
+/// model's summary. On any error the stream is cancelled and nothing stays loaded.
 pub async fn load_stream(
     engine: &mut Engine,
     stream: &ReadableStream,
     total: Option<u64>,
+    sha256: Option<&str>,
     on_progress: &Function,
 ) -> Result<String, WebError> {
     let reader: ReadableStreamDefaultReader = stream.get_reader().unchecked_into();
-    engine.begin_stream(total);
-    let r = read_all(engine, &reader, total, on_progress).await;
+    let r = match engine.begin_stream(total, sha256) {
+        Ok(()) => read_all(engine, &reader, total, on_progress).await,
+        Err(e) => Err(e),
+    };
     if r.is_err() {
         // Stops the download (the promise settles on its own).
         let _ = reader.cancel();

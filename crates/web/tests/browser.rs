@@ -77,7 +77,7 @@ async fn a_model_streamed_from_a_readable_stream_gives_the_cpu_greedy_text() {
         "globalThis.wgllmProgress = (globalThis.wgllmProgress || []).concat([[loaded, total]]);",
     );
     let mut e = common::engine(Device::WebGpu).await;
-    let summary = load_stream(&mut e, &blob.stream(), Some(len), &progress)
+    let summary = load_stream(&mut e, &blob.stream(), Some(len), None, &progress)
         .await
         .unwrap_or_else(|err| panic!("{err}"));
     assert!(summary.contains("21 tensors"), "{summary}");
@@ -96,7 +96,7 @@ async fn a_model_streamed_from_a_readable_stream_gives_the_cpu_greedy_text() {
         &js_sys::Uint8Array::from(&model[..model.len() - 1000]),
     ))
     .unwrap();
-    let err = load_stream(&mut e, &cut.stream(), None, &progress)
+    let err = load_stream(&mut e, &cut.stream(), None, None, &progress)
         .await
         .unwrap_err()
         .to_string();

@@ -105,7 +105,7 @@ fn stream_in(
     total: Option<u64>,
     sizes: &[usize],
 ) -> Result<String, WebError> {
-    e.begin_stream(total);
+    e.begin_stream(total, None)?;
     let mut at = 0;
     for &n in sizes.iter().cycle() {
         if at == bytes.len() {
@@ -199,6 +199,67 @@ fn bad_streams_are_clear_errors_and_leave_nothing_loaded() {
     assert!(matches!(e.finish_stream(), Err(WebError::NoStream)));
 }
 
+/// Lower-case hex sha256 of `bytes`.
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[test]
+fn a_streamed_load_checks_the_expected_sha256_before_building_the_model() {
+    let model = common::synth_model();
+    let good = sha256(&model);
+    for dev in [Device::WebGpu, Device::Cpu] {
+        let mut e = pollster::block_on(common::engine(dev));
+        let feed_all = |e: &mut Engine, sha: &str| -> Result<String, WebError> {
+            e.begin_stream(Some(model.len() as u64), Some(sha))?;
+            for piece in model.chunks(3000) {
+                e.feed(piece)?;
+            }
+            e.finish_stream()
+        };
+        // Upper-case digits are the same hash.
+        let summary = feed_all(&mut e, &good.to_uppercase()).unwrap();
+        assert_eq!(e.model_summary(), Some(summary.as_str()));
+        assert_eq!(e.model_kind(), Some("chat"));
+        let mut wrong = good.clone().into_bytes();
+        wrong[0] = if wrong[0] == b'0' { b'1' } else { b'0' };
+        let wrong = String::from_utf8(wrong).unwrap();
+        let err = feed_all(&mut e, &wrong).unwrap_err();
+        assert!(
+            matches!(&err, WebError::Checksum { expected, got } if *expected == wrong && *got == good),
+            "{err}"
+        );
+        assert!(err.to_string().contains(&good), "{err}");
+        assert!(e.model_summary().is_none(), "a wrong file is not loaded");
+        assert_eq!(e.model_kind(), None);
+        assert_eq!(e.resident_bytes(), 0, "the wrong file's uploads are freed");
+        let err = feed_all(&mut e, "abc").unwrap_err();
+        assert!(matches!(err, WebError::BadChecksum(_)), "{err}");
+        // A right hash after a wrong one loads again.
+        feed_all(&mut e, &good).unwrap();
+    }
+}
+
+#[test]
+fn the_context_length_applies_to_the_next_load() {
+    let model = common::synth_model();
+    let mut e = pollster::block_on(common::engine(Device::Cpu));
+    assert!(matches!(
+        e.set_context_length(0),
+        Err(WebError::BadContext(0))
+    ));
+    assert!(e
+        .set_context_length(wgllm_web::engine::MAX_CTX + 1)
+        .is_err());
+    e.set_context_length(96).unwrap();
+    let summary = e.load(model.into()).unwrap();
+    assert!(summary.contains("context 96"), "{summary}");
+}
+
 #[test]
 fn an_unusable_model_is_refused_when_its_header_is_in() {
     let mut w = wgllm_gguf::GgufWriter::new();
@@ -208,7 +269,7 @@ fn an_unusable_model_is_refused_when_its_header_is_in() {
         .unwrap();
     let file = w.to_vec();
     let mut e = pollster::block_on(common::engine(Device::WebGpu));
-    e.begin_stream(Some(file.len() as u64));
+    e.begin_stream(Some(file.len() as u64), None).unwrap();
     // The header and the first kilobyte of data: refused then, nothing uploaded.
     let header_end = file.len() - (1 << 18);
     let err = e.feed(&file[..header_end + 1024]).unwrap_err().to_string();
@@ -291,7 +352,7 @@ fn smollm2_streamed_to_webgpu_gives_the_whole_file_greedy_text() {
     let prompt = "The capital of France is";
     let mut e = pollster::block_on(Engine::open(Device::WebGpu, config)).unwrap();
     // Read in the browser's chunk size: the file is never whole in memory here.
-    e.begin_stream(Some(len));
+    e.begin_stream(Some(len), None).unwrap();
     let mut f = std::fs::File::open(&path).unwrap();
     let mut chunk = vec![0u8; 65_536];
     loop {
@@ -347,7 +408,7 @@ fn an_embedding_model_streamed_to_the_gpu_embeds_as_loaded_whole() {
     let want = pollster::block_on(common::embeddings(Device::Cpu));
     let model = common::synth_bert();
     let mut e = pollster::block_on(common::engine(Device::WebGpu));
-    e.begin_stream(Some(model.len() as u64));
+    e.begin_stream(Some(model.len() as u64), None).unwrap();
     for chunk in model.chunks(777) {
         e.feed(chunk).unwrap();
     }
