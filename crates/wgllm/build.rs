@@ -5,8 +5,15 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-/// The page's own files, beside the wasm module and its glue in `pkg/`.
-const PAGE: [&str; 3] = ["index.html", "app.js", "worker.js"];
+/// The page's own files and the package it runs on (`lib/`), beside the wasm module and its
+/// glue in `pkg/`.
+const PAGE: [&str; 5] = [
+    "index.html",
+    "app.js",
+    "markdown.js",
+    "lib/index.js",
+    "lib/worker.js",
+];
 
 fn main() {
     let web = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../web");

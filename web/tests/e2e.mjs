@@ -3,8 +3,11 @@
 // two-turn conversation and checks that the streamed replies are the native CLI's greedy output
 // on the CPU backend (`wgllm chat`; the second reply's first token), the second turn running
 // only its new tokens. Also checks that the engine runs in its worker and streams the model to the GPU
-// (loadStream), that the page answers throughout, and that the file picker loads the model too;
-// saves a screenshot.
+// (loadStream), that the page answers throughout, the package's API (a stream aborted midway
+// leaves the engine usable; max_tokens, stop strings, usage), the page's stop button, Markdown
+// shown safely (a reply's `<script>` is text), that the file picker loads the model too, and
+// that with the server gone the model loads again from the browser's cache (checked against
+// its sha256; a wrong one is refused and evicted); saves screenshots.
 //
 //   web/build.sh && (cd web && npm ci) && node web/tests/e2e.mjs [WGLLM [SCREENSHOT]]
 //
@@ -12,6 +15,8 @@
 // (default docs/web-chat.png, the README's; CI writes it under target/). CHROMIUM: the
 // browser (default /usr/bin/chromium). The model cache is wgllm's ($XDG_CACHE_HOME honoured).
 import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -46,6 +51,7 @@ const exited = once(server, 'exit').then(([code]) => {
   throw new Error(`wgllm web exited (${code}) before serving`);
 });
 const [line] = await Promise.race([once(createInterface({ input: server.stdout }), 'line'), exited]);
+exited.catch(() => {}); // later exits are the test's own (it stops the server to go offline)
 const base = line.match(/http:\/\/\S+?\//)[0];
 const cache = line.match(/the model cache (.+) at http/)[1];
 server.stdout.resume();
@@ -86,7 +92,10 @@ try {
   };
   await page.goto(`${base}?model=models/${modelFile}`);
   const loadS = await until((s) => s.loaded, 'loading');
+  const firstLoad = await page.evaluate(() => ({ fromCache: window.wgllm.fromCache }));
+  if (firstLoad.fromCache) throw new Error('the first load came from the cache of a new profile');
   await page.$eval('#max', (el, n) => { el.value = String(n); }, maxTokens);
+  await page.$eval('#temp', (el) => { el.value = '0'; }); // greedy, as `wgllm chat --temp 0`
   await page.type('#prompt', prompt);
   await page.click('#send');
   const genS = await until((s) => s.last, 'generating');
@@ -144,6 +153,107 @@ try {
     throw new Error('the second turn did not follow the first in the cache');
   }
   console.log('e2e: the second turn follows the first and starts as wgllm chat answers');
+
+  // The package's API, on the page's engine: a stream aborted after two pieces, then a request
+  // of 3 tokens and one cut by a stop string, both greedy and within the CLI's answer.
+  const stopWord = expected.split(' ').slice(2, 3).join(' ');
+  const api = await page.evaluate(async (question, stopWord) => {
+    const engine = window.wgllm.engine;
+    const messages = [{ role: 'user', content: question }];
+    const ac = new AbortController();
+    const chunks = [];
+    let aborted = null;
+    try {
+      const stream = await engine.chat.completions.create(
+        { messages, stream: true, max_tokens: 40, temperature: 0 }, { signal: ac.signal });
+      for await (const c of stream) {
+        chunks.push(c);
+        if (chunks.filter((k) => k.choices[0]?.delta?.content).length === 2) ac.abort();
+      }
+    } catch (e) {
+      aborted = e.name;
+    }
+    const three = await engine.chat.completions.create({ messages, max_tokens: 3, temperature: 0 });
+    const cut = await engine.chat.completions.create({ messages, max_tokens: 7, temperature: 0, stop: [` ${stopWord}`] });
+    let refused = null;
+    try {
+      await engine.chat.completions.create({ messages, response_format: { type: 'json_object' } });
+    } catch (e) {
+      refused = e.message;
+    }
+    return { chunks, aborted, three, cut, refused };
+  }, prompt, stopWord);
+  const streamedText = api.chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('');
+  console.log(`api: aborted stream gave ${JSON.stringify(streamedText)} (${api.aborted}); 3 tokens ` +
+    `${JSON.stringify(api.three.choices[0].message.content)}; cut at ' ${stopWord}': ` +
+    `${JSON.stringify(api.cut.choices[0].message.content)}`);
+  if (api.chunks[0]?.object !== 'chat.completion.chunk' || api.chunks[0].choices[0].delta.role !== 'assistant') {
+    throw new Error(`the first chunk is not an assistant role delta: ${JSON.stringify(api.chunks[0])}`);
+  }
+  if (api.aborted !== 'AbortError') throw new Error(`the aborted stream ended with ${api.aborted}, not an AbortError`);
+  if (!streamedText || !expected.startsWith(streamedText) || api.chunks.length > 6) {
+    throw new Error(`the aborted stream gave ${api.chunks.length} chunks ${JSON.stringify(streamedText)}`);
+  }
+  const three = api.three.choices[0];
+  if (three.finish_reason !== 'length' || api.three.usage.completion_tokens !== 3 ||
+      !expected.startsWith(three.message.content) || !three.message.content) {
+    throw new Error(`max_tokens 3 gave ${JSON.stringify(api.three)}`);
+  }
+  const cutText = api.cut.choices[0].message.content;
+  if (api.cut.choices[0].finish_reason !== 'stop' || cutText !== expected.slice(0, expected.indexOf(` ${stopWord}`))) {
+    throw new Error(`the stop string gave ${JSON.stringify(api.cut.choices[0])}`);
+  }
+  if (!/response_format/.test(api.refused || '')) throw new Error(`response_format was not refused: ${api.refused}`);
+  console.log('e2e: the API streams, aborts, stops at max_tokens and stop strings, and refuses what it cannot do');
+
+  // The page's stop button: a long reply stopped after its first piece; the page is usable.
+  await page.evaluate(() => { window.wgllm.last = null; });
+  await page.$eval('#max', (el) => { el.value = '60'; });
+  await page.type('#prompt', 'Tell me a long story about a dragon.');
+  await page.click('#send');
+  await until((s) => s.reply > 0, 'the long reply starting');
+  await page.click('#stop');
+  await until((s) => s.last, 'stopping');
+  const stopped = await page.evaluate(() => ({
+    last: window.wgllm.last, busy: window.wgllm.busy,
+    stopHidden: document.getElementById('stop').hidden,
+    sendDisabled: document.getElementById('send').disabled,
+  }));
+  if (stopped.last.finish !== 'abort' || stopped.busy || !stopped.stopHidden || stopped.sendDisabled) {
+    throw new Error(`the stop button left ${JSON.stringify(stopped)}`);
+  }
+  console.log(`e2e: the stop button stopped the reply at ${JSON.stringify(stopped.last.text)}`);
+
+  // Markdown as the page renders replies: markup from the model is text, never HTML.
+  const md = await page.evaluate(async () => {
+    const { renderMarkdown } = await import('./markdown.js');
+    const div = document.createElement('div');
+    div.className = 'assistant';
+    document.getElementById('log').append(div);
+    window.pwned = false;
+    renderMarkdown(div, 'Hi <script>window.pwned = true</script> <img src=x onerror="window.pwned = true">' +
+      ' **bold** and `x < y`\n\n```html\n<script>window.pwned = true</script>\n```\n- one\n- [two](javascript:alert(1))');
+    await new Promise((r) => setTimeout(r, 200));
+    return {
+      markup: div.querySelectorAll('script, img, a').length, pwned: window.pwned,
+      strong: div.querySelector('strong')?.textContent, code: div.querySelector('pre code')?.textContent,
+      items: div.querySelectorAll('li').length, text: div.textContent,
+    };
+  });
+  await page.screenshot({ path: screenshot.replace(/\.png$/, '-markdown.png') });
+  if (md.markup !== 0 || md.pwned || md.strong !== 'bold' || md.items !== 2 ||
+      md.code !== '<script>window.pwned = true</script>' || !md.text.includes('<script>window.pwned = true</script>')) {
+    throw new Error(`the Markdown was not rendered safely: ${JSON.stringify(md)}`);
+  }
+  console.log('e2e: Markdown renders, and a reply\'s <script> and <img> are shown as text');
+  // A phone's width: the controls wrap, nothing runs off the page.
+  await page.setViewport({ width: 390, height: 844 });
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  await page.screenshot({ path: screenshot.replace(/\.png$/, '-mobile.png') });
+  await page.setViewport({ width: 1000, height: 760 });
+  if (overflow > 0) throw new Error(`at 390 px wide the page is ${overflow} px too wide`);
+  console.log('e2e: the page fits a 390 px wide screen');
+
   // The file picker's path (File.stream()): the same model again.
   await page.evaluate(() => { window.wgllm.loaded = false; });
   await (await page.$('#file')).uploadFile(join(cache, modelFile));
@@ -151,6 +261,38 @@ try {
   const fromFile = await described();
   console.log(`the picked file loaded in ${pickS.toFixed(1)} s: ${fromFile}`);
   if (fromFile !== fromUrl) throw new Error(`the picked file gave '${fromFile}', the URL '${fromUrl}'`);
+
+  // The browser's cache: with the server gone, the model loads again from it, checked against
+  // its sha256; a wrong sha256 is refused and the copy evicted.
+  server.kill();
+  await once(server, 'exit');
+  const url = `${base}models/${modelFile}`;
+  const sha256 = createHash('sha256').update(readFileSync(join(cache, modelFile))).digest('hex');
+  const cached = await page.evaluate(async (url, sha256) => {
+    const engine = window.wgllm.engine;
+    const listed = await engine.cache.list();
+    const again = await engine.load(url, { sha256 });
+    let wrong = null;
+    try {
+      await engine.load(url, { sha256: sha256.replace(/^./, (c) => (c === '0' ? '1' : '0')) });
+    } catch (e) {
+      wrong = e.message;
+    }
+    return { listed, again, wrong, after: await engine.cache.list() };
+  }, url, sha256);
+  console.log(`cache: ${JSON.stringify(cached.listed)}; reloaded in ${cached.again.seconds.toFixed(1)} s ` +
+    `from the cache: ${cached.again.fromCache}; a wrong sha256: ${cached.wrong}`);
+  const entry = cached.listed.find((m) => m.url === url);
+  if (!entry || entry.bytes !== readFileSync(join(cache, modelFile)).length) {
+    throw new Error(`the model is not in the browser's cache: ${JSON.stringify(cached.listed)}`);
+  }
+  if (!cached.again.fromCache || cached.again.summary.replace(/ · .*/, '') !== fromUrl.replace(/ · .*/, '')) {
+    throw new Error(`the second load was not served from the cache: ${JSON.stringify(cached.again)}`);
+  }
+  if (!/sha256/.test(cached.wrong || '') || cached.after.some((m) => m.url === url)) {
+    throw new Error(`a wrong sha256 was not refused and evicted: ${cached.wrong}, ${JSON.stringify(cached.after)}`);
+  }
+  console.log('e2e: the second load came from the cache without the network, and a wrong sha256 was refused');
   code = 0;
 } catch (e) {
   console.error(`e2e: ${e.message}`);

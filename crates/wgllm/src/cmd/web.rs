@@ -34,7 +34,7 @@ pub struct Args {
     /// Port to listen on (0: any free port; the bound one is printed).
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
-    /// The page's directory: index.html, app.js, worker.js and pkg/ from web/build.sh.
+    /// The page's directory: index.html, app.js, lib/ and pkg/ from web/build.sh.
     /// (Default: the page built into this binary, else ./web.)
     #[arg(long)]
     pub dir: Option<PathBuf>,
