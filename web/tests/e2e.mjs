@@ -14,19 +14,17 @@
 // WGLLM: the wgllm binary (default target/debug/wgllm); SCREENSHOT: where the screenshot goes
 // (default docs/web-chat.png, the README's; CI writes it under target/). CHROMIUM: the
 // browser (default /usr/bin/chromium). The model cache is wgllm's ($XDG_CACHE_HOME honoured).
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import puppeteer from 'puppeteer-core';
+import { launch, open, serve } from './harness.mjs';
 
 const web = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const wgllm = resolve(process.argv[2] || 'target/debug/wgllm');
 const screenshot = resolve(process.argv[3] || resolve(web, '..', 'docs', 'web-chat.png'));
-const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
 const modelFile = 'SmolLM2-135M-Instruct.Q4_1.gguf';
 const prompt = 'What is the capital of France?';
 const followUp = 'And of Italy?';
@@ -45,29 +43,11 @@ const turns = chat.match(/^> ([^]*)\n> ([^]*)\n> $/);
 if (!turns) throw new Error(`unexpected wgllm chat output ${JSON.stringify(chat)}`);
 const [, expected, expectedFollowUp] = turns;
 
-// `wgllm web` on a free port; its first line holds the address.
-const server = spawn(wgllm, ['web', '--port', '0', '--dir', web], { stdio: ['ignore', 'pipe', 'inherit'] });
-const exited = once(server, 'exit').then(([code]) => {
-  throw new Error(`wgllm web exited (${code}) before serving`);
-});
-const [line] = await Promise.race([once(createInterface({ input: server.stdout }), 'line'), exited]);
-exited.catch(() => {}); // later exits are the test's own (it stops the server to go offline)
-const base = line.match(/http:\/\/\S+?\//)[0];
-const cache = line.match(/the model cache (.+) at http/)[1];
-server.stdout.resume();
-
-const browser = await puppeteer.launch({
-  executablePath: chromium,
-  headless: true,
-  protocolTimeout: 120_000,
-  args: ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--no-sandbox', '--disable-dev-shm-usage'],
-});
+const { server, base, cache } = await serve(wgllm, web);
+const browser = await launch();
 let code = 1;
 try {
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1000, height: 760 });
-  page.on('console', (m) => console.log(`page: ${m.text()}`));
-  page.on('pageerror', (e) => console.log(`page error: ${e.message}`));
+  const page = await open(browser, 1000, 760);
   // Polls the page ourselves, timing each answer: the engine works in the worker, so the main
   // thread answers while the model loads and while tokens are generated.
   let slowest = 0;

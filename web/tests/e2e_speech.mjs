@@ -11,43 +11,24 @@
 //     --type f32 -o ~/.cache/wgllm/models/whisper-tiny.en.F32.gguf
 // WGLLM: the wgllm binary (default target/debug/wgllm); SCREENSHOT: default
 // target/web-speech.png. CHROMIUM: the browser (default /usr/bin/chromium).
-import { spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import puppeteer from 'puppeteer-core';
+import { launch, open, serve } from './harness.mjs';
 
 const web = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = resolve(web, '..');
 const wgllm = resolve(process.argv[2] || 'target/debug/wgllm');
 const screenshot = resolve(process.argv[3] || resolve(repo, 'target', 'web-speech.png'));
-const chromium = process.env.CHROMIUM || '/usr/bin/chromium';
 const modelFile = 'whisper-tiny.en.F32.gguf';
 const fixtures = resolve(repo, 'crates/speech/tests/fixtures');
 const expected = JSON.parse(readFileSync(resolve(fixtures, 'jfk.json'), 'utf8'));
 
-const server = spawn(wgllm, ['web', '--port', '0', '--dir', web], { stdio: ['ignore', 'pipe', 'inherit'] });
-const exited = once(server, 'exit').then(([code]) => {
-  throw new Error(`wgllm web exited (${code}) before serving`);
-});
-const [line] = await Promise.race([once(createInterface({ input: server.stdout }), 'line'), exited]);
-const base = line.match(/http:\/\/\S+?\//)[0];
-server.stdout.resume();
-
-const browser = await puppeteer.launch({
-  executablePath: chromium,
-  headless: true,
-  protocolTimeout: 600_000,
-  args: ['--enable-unsafe-webgpu', '--enable-features=Vulkan', '--no-sandbox', '--disable-dev-shm-usage'],
-});
+const { server, base } = await serve(wgllm, web);
+const browser = await launch(600_000);
 let code = 1;
 try {
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1000, height: 640 });
-  page.on('console', (m) => console.log(`page: ${m.text()}`));
-  page.on('pageerror', (e) => console.log(`page error: ${e.message}`));
+  const page = await open(browser, 1000, 640);
   const until = async (done, what) => {
     const t0 = Date.now();
     for (;;) {
