@@ -456,9 +456,7 @@ impl WebGpuExecutable {
         let gpu = &self.gpu;
         // Pieces let an idle GPU start on the first dispatches while the host encodes the rest.
         // A GPU still busy with earlier work (a decode step queued behind the one running) has
-        // nothing to gain from them, and on an H200 every submission boundary left it idle for
-        // ~25 µs: one submission a step took tg128 from 904 to 926 t/s (Llama 3.2 1B) and from
-        // 310 to 318 (3.1 8B), while pp512 from an idle GPU lost 1.5-8% without pieces.
+        // nothing to gain from them, and every submission boundary leaves it idle a while.
         let per_submit = match gpu.busy() {
             true => usize::MAX,
             false => self.dispatches_per_submit,
@@ -567,10 +565,8 @@ impl WebGpuExecutable {
     }
 
     /// [`Self::run_span`] on the inputs an earlier run wrote, which stay on the device: a
-    /// case timed run after run then leaves the GPU no gap for its upload. Re-uploading the
-    /// 64 MiB of f32 activations of a 4096³ product between runs left an H200 idle long enough
-    /// that runs took 2-2.7 times as long, in whole passes of `wgllm ops --large` at a time
-    /// (4096³ f16: 1,304-1,752 µs, against 642 in every pass with the inputs kept).
+    /// case timed run after run then leaves the GPU no gap for its upload (an idle GPU lowers
+    /// its clocks, and the next runs then take longer).
     pub fn rerun_span(&mut self) -> Result<RunProfile> {
         let inputs = self.resident_inputs("rerun_span")?;
         self.span_with(&[], &inputs)

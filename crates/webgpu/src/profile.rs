@@ -237,9 +237,8 @@ pub enum Profiling {
     #[default]
     Off,
     /// Only the run's span: one timestamp at the start of its first pass and one at the end of
-    /// its last, so the run executes as it would unprofiled. A timestamp around every dispatch
-    /// costs the GPU about as much as a small dispatch (a 400-dispatch chain measured 1.85 µs
-    /// per dispatch on an H200 and ~9 µs with the per-dispatch writes).
+    /// its last, so the run executes as it would unprofiled: a timestamp around every dispatch
+    /// costs the GPU about as much as a small dispatch.
     Span,
     /// A timestamp before and after every dispatch (`dispatches` of the profile filled).
     Dispatches,

@@ -88,7 +88,7 @@ pub enum Kernel {
         norm: bool,
         /// The weights are bound read-only (`var<storage, read>`): they are weight leaves no
         /// other binding of the dispatch shares, and the driver may then take its read-only
-        /// load path (an H200 mat-vec kernel study: 15-20% faster int8 products).
+        /// load path.
         ro_weights: bool,
         /// The weights are bound as vec4<u32>s (WV4), read 16 bytes a load where a decoder
         /// reads aligned words four at a time (q4_K's and q5_K's int8 jobs): the planner

@@ -7,8 +7,8 @@
 // in registers for the whole walk. The products run transposed (Sᵀ = K qᵀ, Oᵀ = Vᵀ Pᵀ): every
 // fragment load and store is then of the forms the coop product kernel uses (A row-major, B
 // and results column-major), and every array a fragment is loaded from holds vec4s of f16,
-// as there. On an H200 a first version (f16 and vec2<f16> arrays, an atomic key mask) gave
-// rows of NaN and wrong scores; this layout gives the f16 rounding alone.
+// as there: other layouts (f16 and vec2<f16> arrays, an atomic key mask) gave rows of NaN and
+// wrong scores on a driver; this one gives the f16 rounding alone.
 //
 // The keys go in tiles of BK = 32 (their K, then V transposed, in workgroup memory as f16),
 // twice:
@@ -25,8 +25,7 @@
 //      that flushes subnormals would drop them.
 // Computing q Kᵀ twice costs less than the rescaling of O an online softmax needs, which the
 // accumulators (opaque to the invocations) do not allow; the first pass takes no exp at all (one a
-// score in all, where a running sum there took three: on an H200 a 512-token causal prefill of 32
-// heads of 128 went from 317-419 to 294 µs, Llama 3.1 8B's pp512 attention from 12.6 to 11.6 ms).
+// score in all, where a running sum there took three).
 // Scaling, softcap and mask are applied to the scores in f32 as `flash_attn.wgsl` does. V rows that
 // no row of the block sees are zeroed before they are stored (a ballot of the lanes that saw their
 // key), so NaN in a cache's unwritten rows cannot reach the output through 0 · NaN. As

@@ -21,8 +21,8 @@
 // invocations at the end.
 // lavapipe (llvmpipe) gives a shader invocation 65,535 loop iterations in all and silently
 // ends every loop past them: one block's walk there stops early past ~15,000 keys with heads
-// of 128 (~25,000 with 64; a tile costs ~70 of them), which the H200 computes right (helper-34's
-// count matched the first wrong key exactly). The op table stays under it.
+// of 128 (~25,000 with 64; a tile costs ~70 of them), which GPUs compute right. The op table
+// stays under it.
 // Keys past n_kv are loaded clamped and scored NEG. Workgroup memory: 16 (BQ + BK) (D / 4 + 1)
 // + 4 BK DV + 9 BQ BK + 48 bytes (`tile_storage` in ops/attention.rs; WebGPU counts each
 // variable rounded up to 16 bytes: flash_attn_range.wgsl's three take 48).

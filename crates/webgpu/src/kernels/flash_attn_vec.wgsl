@@ -7,12 +7,9 @@
 // Lanes work in octets: the 8 lanes of octet o take KB consecutive keys per step (the WG / 8
 // octets cover NG·KB keys a step), lane u reading parts u, u + 8, ... of each K and V row (a
 // part is 8 values: one 16-byte load of an f16 row; `{k,v}_raw` and `_dec` of
-// `flash_attn_kv.wgsl` with VEC), so a row is read whole by one octet, coalesced. A step's K
-// and V loads are all issued before any arithmetic on them, so the step waits on one round
-// trip to memory. On an H200 those loads are what a long walk waits on: without them 32,768
-// keys of the 8B's shape took 50 instead of 137 µs; issuing the next step's loads before a
-// step's arithmetic, q held in registers, or 16 lanes a key all lost or tied (figures in
-// bench/results/2026-12-02-h200-session20.md). The q·k partial sums are added across the
+// `flash_attn_kv.wgsl` with VEC), so a row is read whole by one octet, coalesced. A step's K and V
+// loads are all issued before any arithmetic on them, so the step waits on one round trip to
+// memory: those loads are what a long walk waits on. The q·k partial sums are added across the
 // octet: with SUBGROUP through subgroupShuffleXor within 8-aligned subgroup lanes (the
 // octets numbered by subgroup; the planner takes that only with subgroups of 8 to WG lanes),
 // else through workgroup memory (`osum`, two barriers a step: every octet takes every step, a

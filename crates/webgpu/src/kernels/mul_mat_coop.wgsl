@@ -8,18 +8,17 @@
 //
 // Steps of BK = 32 along k (one unit of 32 weights per row). Workgroup memory holds one step as
 // f16, row by row with k fastest and rows padded to SK = 40 halves (80-byte rows: the 16-byte row
-// pieces a 16 × 16 load reads fall in distinct banks). Two stages (one barrier a step instead of
-// two) fit 48 KiB at 128 rows but ran slower on an H200: 4096³ f16 in 1,136 instead of 830 µs, 8B
-// pp512 6,099 instead of 6,813 t/s. Each invocation fetches the next step into registers while the
-// current step's products run: NX = 8 BN / BM activation vec4s before them (kept as f32 until
-// stored), its four weight parts (rows lid / 4 + BM / 4 j, part lid % 4) decoded to f16 through
-// quant_part.wgsl's `partq` or `part` after the first half of them, so a decoder that waits on its
-// loads waits behind half the products at least (f16 weights, loaded as they are, before them).
-// The loop body has no branches but constant ones, so the compiler may move the decoding later
-// still. After a barrier the registers go to workgroup memory, and a second barrier opens the next
-// products. Rows and columns past the result are loaded clamped to the last one (their products
-// land in rows or columns that are never stored), and the last step loads itself again: every
-// invocation runs the same straight-line code.
+// pieces a 16 × 16 load reads fall in distinct banks). One stage: two (one barrier a step instead
+// of two) fit 48 KiB at 128 rows but ran slower. Each invocation fetches the next step into
+// registers while the current step's products run: NX = 8 BN / BM activation vec4s before them
+// (kept as f32 until stored), its four weight parts (rows lid / 4 + BM / 4 j, part lid % 4) decoded
+// to f16 through quant_part.wgsl's `partq` or `part` after the first half of them, so a decoder
+// that waits on its loads waits behind half the products at least (f16 weights, loaded as they are,
+// before them). The loop body has no branches but constant ones, so the compiler may move the
+// decoding later still. After a barrier the registers go to workgroup memory, and a second barrier
+// opens the next products. Rows and columns past the result are loaded clamped to the last one
+// (their products land in rows or columns that are never stored), and the last step loads itself
+// again: every invocation runs the same straight-line code.
 //
 // Results go straight from the accumulators to dst (column-major: dst's rows m are contiguous)
 // when the tile lies inside the result and dst's columns are 16-byte aligned; edge tiles pass
@@ -28,11 +27,9 @@
 // do not reach matrix products in the models this runs.
 // src1 is bound as vec4s (offset and column stride whole vec4s; the planner checks). f16
 // weights are bound as vec4<f16> (rows on 8-byte boundaries; the planner checks): a part is two
-// 8-byte loads stored as they are. Bound as words, each of their values was converted to f32
-// and back, and on an H200 f16 products took 13-15% longer (4096 × 4096 × 512: 127 instead
-// of 113 µs; 4096 × 14336 × 512: 371 instead of 324). Loaded into the fragments straight from
-// the storage buffer (coopLoadT, no staging) they took 2.3-2.5 times longer there (324 → 750-795
-// µs), probably because a cooperative load from a storage buffer is per-lane loads.
+// 8-byte loads stored as they are (bound as words, each value would be converted to f32 and
+// back). They are staged through workgroup memory: a cooperative load straight from a storage
+// buffer (coopLoadT) is per-lane loads, and slower.
 // Split k: with op_u(7) = S > 1 splits (a single batch, K / 32 a multiple of S), workgroup z
 // is split s, which sums steps s K / (32 S) .. of K / (32 S) into dst's slice s (dst is then
 // f32 scratch [M, N, S]; `mul_mat_split.wgsl` adds the slices into the result). Products of

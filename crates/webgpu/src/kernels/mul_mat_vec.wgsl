@@ -6,10 +6,10 @@
 // t / 4 + WG / 4, ... of every one of them, so RPW loads are in flight per lane and the eight
 // activation values of a part are loaded once (into registers) for all RPW rows; integer formats
 // load their parts undecoded (`partq`) and apply each part's offset once, through the sum of its
-// activations (`dotw`: q4_0 4096×14336 went from 0.24 to 0.27 of copy on an H200). With Q8X
+// activations (`dotw`). With Q8X
 // (int8 activations from `quant_act.wgsl`) a lane takes whole units instead, see below. Then the
 // lanes reduce the RPW·NC (·2 for GLU) sums through workgroup memory in at most three barriers
-// (below; no subgroup operations, which lost on an H200).
+// (below; subgroup operations were slower).
 // src1 is bound as vec4s: its offset and column stride are whole vec4s (the planner checks);
 // with Q8X, vec4<u32>s of `quant_act.wgsl`'s quants, scales (and sums of h² with NORM: g was
 // applied there, only the scale is left), and no batches.
@@ -127,8 +127,7 @@ fn dotw(w: PartQ, x: XS) -> f32 {
 // scale each (`quant_act.wgsl`'s layout, bound as vec4<u32>), and a lane takes whole units, all
 // four parts: each row's part is two dot4I8Packed of its undecoded quants, its offset m applied
 // through the part's sum of activation quants. Integer dot products instead of eight decoded
-// floats per part and row, and a lane's loads cover a whole block: on an H200, q4_0 k=4096
-// m=14336 went from 0.36 to 0.78 of a copy's bytes per second (a standalone kernel study).
+// floats per part and row, and a lane's loads cover a whole block.
 const LPU: u32 = 1u;
 
 // Word i (0..7) of a unit's quants held as two vec4s.
@@ -478,8 +477,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         workgroupBarrier();
     }
     // Lane lid stores sum lid: column c of row m0 + r for sum r · NC + c. With STORE_LOOP (a CPU
-    // adapter's workgroups, fewer lanes than sums) also sums lid + WG, ...: the loop alone, run
-    // once a lane, cost the 8B q4_0 shape's tg128 2.3% on an H200 (358.6-358.9 to 350.3-350.8).
+    // adapter's workgroups, fewer lanes than sums) also sums lid + WG, ...: a flag, because the
+    // loop alone, run once a lane, costs GPUs measurably.
 #if STORE_LOOP
     for (var os = lid; os < RPW * NC; os += WG) {
 #else

@@ -1,9 +1,8 @@
 // Activations rounded to int8 per unit of 32 values, for the mat-vec's Q8X path (as ggml's
 // CPU and CUDA backends round them to q8_0 / q8_1 in front of quantized weights): a lane per
-// unit, workgroups along the units (workgroup z: the column), so the dispatch is one memory
-// round trip wide (one workgroup per column, reducing a norm first, took ~11 us of an 8B decode
-// step per product on an H200). Unit u of column c becomes 32 signed bytes q (value order) and
-// a scale d = max|x| / 127, so x ≈ d · q.
+// unit, workgroups along the units (workgroup z: the column), so the dispatch is one memory round
+// trip wide (one workgroup a column would be a serial walk). Unit u of column c becomes 32 signed
+// bytes q (value order) and a scale d = max|x| / 127, so x ≈ d · q.
 // src0: x, f32 [K, columns] bound as vec4s (op_u(0) = K / 32 units, op_u(1) = columns).
 // NORM: src0 is h and src1 the f32 row g (vec4s): the unit is h · g, and its sum of h² is
 //   stored too; the product sums them and scales by the rms norm's 1 / sqrt(mean(h²) + eps).

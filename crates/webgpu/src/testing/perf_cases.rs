@@ -62,7 +62,7 @@ pub fn large_cases() -> Vec<LargeCase> {
     }
     // The same products as a decode step meets them: a chain of distinct weights, far more
     // than the L2 cache holds, so every byte comes from memory (the cases above repeat one
-    // weight, which stays in an H200's 50 MB L2 across runs).
+    // weight, which a large GPU's L2 holds across runs).
     for wt in [DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::F16] {
         for shapes in [&[(4096, 4096)][..], &[(4096, 14336), (14336, 4096)]] {
             out.push(LargeCase {

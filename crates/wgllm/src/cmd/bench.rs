@@ -134,9 +134,7 @@ const WARM_STEPS: usize = 3;
 
 /// How long a test's warm-up runs repeat before its timed runs (at least one run): a GPU that
 /// sat idle, while the process started and loaded the model, runs at its lowest clocks until
-/// its power management raises them. On an H200 (idle at 345 MHz) one warm-up run was not
-/// enough: a Llama 3.2 1B pp512 measured 7,557 t/s in the process that followed a 5 s load,
-/// 28,600-29,000 in the five after it, while the same kernels' GPU timestamps agreed.
+/// its power management raises them: one warm-up run is not enough.
 const WARM_UP: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// What the table says about the model.
@@ -382,8 +380,8 @@ fn run_test(
 
 /// Bandwidth of an f32 copy graph, as large as the device allows up to 256 MiB (32 MiB on a
 /// software adapter, 64 MiB on the CPU backend), best of five timed runs. 256 MiB is far past
-/// any GPU's cache and the size `wgllm ops --large` copies; an H200 measured 3,900 GB/s there
-/// but only ~1,460 GB/s copying 1 GiB through the same kernel.
+/// any GPU's cache and the size `wgllm ops --large` copies (larger copies measure less on
+/// some GPUs, through the same kernel).
 fn copy_bandwidth(backend: &OpenedBackend) -> Result<CopyBandwidth> {
     let bytes: u64 = match backend {
         OpenedBackend::WebGpu(g) => {

@@ -32,8 +32,7 @@ pub struct Args {
     /// activations, a split attention and its combine) is followed by a row per family (↳):
     /// its dispatches' own time a run, each timed between timestamps before and after it, and
     /// the GB/s of their operands. Timed alone, a dispatch also pays a fixed cost of a few µs
-    /// that a run of back-to-back dispatches hides in part (on an H200, rounding 4,096
-    /// activations times 7 µs alone but adds under 1 µs to its case). With GPU timestamps
+    /// that a run of back-to-back dispatches hides in part. With GPU timestamps
     /// each case first runs for at least 1.5 s: a GPU left idle while the host prepared the
     /// case has lowered its clock.
     #[arg(long)]
