@@ -66,6 +66,13 @@ export interface ChatCompletionRequest {
   frequency_penalty?: number;
   seed?: number;
   stop?: string | string[];
+  /** The reply held to any JSON object, or to a JSON schema (every token masked by it). */
+  response_format?:
+    | { type: 'text' }
+    | { type: 'json_object' }
+    | { type: 'json_schema'; json_schema: { name?: string; strict?: boolean; schema: object } };
+  /** llama.cpp's GBNF grammar (as llama-server's `grammar`), instead of response_format. */
+  grammar?: string;
   /** Refused with a TypeError unless absent or 1. */
   n?: number;
 }

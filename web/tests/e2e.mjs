@@ -155,13 +155,23 @@ try {
     }
     const three = await engine.chat.completions.create({ messages, max_tokens: 3, temperature: 0 });
     const cut = await engine.chat.completions.create({ messages, max_tokens: 7, temperature: 0, stop: [` ${stopWord}`] });
+    const schema = {
+      type: 'object',
+      properties: { capital: { type: 'string', enum: ['Paris', 'Rome', 'Berlin'] } },
+      required: ['capital'],
+      additionalProperties: false,
+    };
+    const json = await engine.chat.completions.create({
+      messages: [{ role: 'user', content: `${question} Answer in JSON.` }], max_tokens: 24, temperature: 0,
+      response_format: { type: 'json_schema', json_schema: { name: 'answer', strict: true, schema } },
+    });
     let refused = null;
     try {
-      await engine.chat.completions.create({ messages, response_format: { type: 'json_object' } });
+      await engine.chat.completions.create({ messages, tools: [{ type: 'function', function: { name: 'f' } }] });
     } catch (e) {
       refused = e.message;
     }
-    return { chunks, aborted, three, cut, refused };
+    return { chunks, aborted, three, cut, json, refused };
   }, prompt, stopWord);
   const streamedText = api.chunks.map((c) => c.choices[0]?.delta?.content ?? '').join('');
   console.log(`api: aborted stream gave ${JSON.stringify(streamedText)} (${api.aborted}); 3 tokens ` +
@@ -183,8 +193,21 @@ try {
   if (api.cut.choices[0].finish_reason !== 'stop' || cutText !== expected.slice(0, expected.indexOf(` ${stopWord}`))) {
     throw new Error(`the stop string gave ${JSON.stringify(api.cut.choices[0])}`);
   }
-  if (!/response_format/.test(api.refused || '')) throw new Error(`response_format was not refused: ${api.refused}`);
-  console.log('e2e: the API streams, aborts, stops at max_tokens and stop strings, and refuses what it cannot do');
+  const jsonText = api.json.choices[0].message.content;
+  console.log(`json_schema reply: ${JSON.stringify(jsonText)} (${api.json.choices[0].finish_reason})`);
+  let parsed = null;
+  try {
+    parsed = JSON.parse(jsonText);
+  } catch (e) {
+    throw new Error(`the json_schema reply is not JSON: ${JSON.stringify(jsonText)}`);
+  }
+  if (api.json.choices[0].finish_reason !== 'stop' || Object.keys(parsed).join() !== 'capital' ||
+      !['Paris', 'Rome', 'Berlin'].includes(parsed.capital)) {
+    throw new Error(`the json_schema reply breaks its schema: ${jsonText}`);
+  }
+  if (!/tools/.test(api.refused || '')) throw new Error(`tools were not refused: ${api.refused}`);
+  console.log('e2e: the API streams, aborts, stops at max_tokens and stop strings, holds a reply to ' +
+    'a JSON schema, and refuses what it cannot do');
 
   // The page's stop button: a long reply stopped after its first piece; the page is usable.
   await page.evaluate(() => { window.wgllm.last = null; });

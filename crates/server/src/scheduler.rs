@@ -861,7 +861,12 @@ impl<'t> Scheduler<'t> {
         // A row drawn on the device (`step_ahead`) carries its token.
         let id = match (row.sampled, s.job.constraint.as_mut()) {
             (Some(id), _) => Ok(id),
-            (None, Some(c)) => constrained(c, &mut s.sampler, row, &s.history),
+            (None, Some(c)) => match &row.logits {
+                Some(l) => c
+                    .pick(&mut s.sampler, l, &s.history)
+                    .map_err(|e| e.to_string()),
+                None => Err("a constrained step read back no logits".into()),
+            },
             (None, None) => s
                 .sampler
                 .sample_row(row, &s.history)
@@ -952,30 +957,6 @@ impl<'t> Scheduler<'t> {
             }
         }
     }
-}
-
-/// The next token of a constrained request: its sampler over the logits row with every token
-/// the grammar does not allow at −∞ (the most likely allowed one should rounding in the draw
-/// land on a masked token); a greedy sampler takes the most likely allowed token directly.
-fn constrained(
-    c: &mut Constraint,
-    sampler: &mut Sampler,
-    row: &RowOut,
-    history: &[u32],
-) -> Result<u32, String> {
-    let Some(logits) = &row.logits else {
-        return Err("a constrained step read back no logits".into());
-    };
-    if sampler.is_greedy() {
-        return c.argmax(logits).map_err(|e| e.to_string());
-    }
-    let mut masked = logits.clone();
-    c.apply(&mut masked).map_err(|e| e.to_string())?;
-    let id = sampler.sample(&masked, history);
-    Ok(match masked[id as usize] {
-        l if l == f32::NEG_INFINITY => wgllm_models::sampler::argmax(&masked),
-        _ => id,
-    })
 }
 
 /// The log-probability of `id` under `logits`, with the `n` most likely tokens.

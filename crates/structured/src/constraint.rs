@@ -6,6 +6,7 @@ use llguidance::api::{ParserLimits, TopLevelGrammar};
 use llguidance::{Matcher, ParserFactory};
 use serde_json::{json, Value};
 use toktrie::SimpleVob;
+use wgllm_models::sampler::Sampler;
 use wgllm_models::tokenizer::Tokenizer;
 
 use crate::env::TokenEnv;
@@ -170,6 +171,28 @@ impl Constraint {
             }
         }
         best.map(|(id, _)| id as u32).ok_or_else(no_token)
+    }
+
+    /// The next token under the grammar from a row's `logits`: the allowed argmax when
+    /// `sampler` is greedy, else a draw from the masked logits (`history`: for its penalties).
+    /// The grammar is not advanced ([`Constraint::accept`] does).
+    pub fn pick(
+        &mut self,
+        sampler: &mut Sampler,
+        logits: &[f32],
+        history: &[u32],
+    ) -> Result<u32, StructuredError> {
+        if sampler.is_greedy() {
+            return self.argmax(logits);
+        }
+        let mut masked = logits.to_vec();
+        self.apply(&mut masked)?;
+        let id = sampler.sample(&masked, history);
+        // A penalty cannot revive a masked token, but a draw past every allowed one would.
+        Ok(match masked.get(id as usize) {
+            Some(&l) if l != f32::NEG_INFINITY => id,
+            _ => wgllm_models::sampler::argmax(&masked),
+        })
     }
 
     /// The prepared mask's words (bit `i % 32` of word `i / 32` allows token `i`) and the

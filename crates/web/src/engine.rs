@@ -9,6 +9,8 @@
 //! those resident weights. The CPU reference backend computes from host bytes, so there the
 //! stream is collected and loaded as a whole.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use wgllm_core::{Backend, DType};
@@ -25,7 +27,10 @@ use wgllm_models::{
 use wgllm_speech::decode::DecodeOptions;
 use wgllm_speech::format::Format;
 use wgllm_speech::{SpeechError, Transcriber, WhisperModel};
+use wgllm_structured::{Grammar, Grammars};
 use wgllm_webgpu::{WebGpuBackend, WebGpuConfig};
+
+use crate::constrained::generate_constrained;
 
 /// Why the engine could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +53,9 @@ pub enum WebError {
     NotEmbedding,
     #[error(transparent)]
     Speech(#[from] wgllm_speech::SpeechError),
+    /// A grammar or schema that does not compile, or a reply it cannot continue.
+    #[error(transparent)]
+    Structured(#[from] wgllm_structured::StructuredError),
     #[error("the loaded model is not a Whisper model: transcription needs one (ggml-*.bin, or a GGUF of architecture whisper)")]
     NotSpeech,
     #[error("the loaded model is a Whisper speech model: it transcribes audio (transcribe)")]
@@ -128,6 +136,8 @@ struct Model {
     cached: Vec<u32>,
     /// Of the last prompt, the tokens the cache held already (not run).
     reused: usize,
+    /// The grammar compiler of the model's vocabulary, built at the first constrained request.
+    grammars: Option<Grammars>,
 }
 
 /// The opened backend.
@@ -331,6 +341,7 @@ impl Engine {
             summary: summary.clone(),
             cached: Vec::new(),
             reused: 0,
+            grammars: None,
         })));
         Ok(summary)
     }
@@ -599,14 +610,16 @@ impl Engine {
     }
 
     /// Generates up to `max_tokens` after `prompt`, calling `on_text` with each piece of text
-    /// (return `false` to stop). The part of `prompt` the cache holds from the last generation
-    /// (its prompt and answer: a conversation's earlier turns) is not run again;
-    /// `GenStats::prompt_tokens` counts the tokens that were.
+    /// (return `false` to stop), held to `grammar` when one is given (the reply is then a
+    /// sentence of it, or cut at `max_tokens`). The part of `prompt` the cache holds from the
+    /// last generation (its prompt and answer: a conversation's earlier turns) is not run
+    /// again; `GenStats::prompt_tokens` counts the tokens that were.
     pub async fn generate(
         &mut self,
         prompt: &[u32],
         max_tokens: usize,
         sampler: SamplerConfig,
+        grammar: Option<&Grammar>,
         on_text: impl FnMut(&str) -> bool,
     ) -> Result<GenStats, WebError> {
         let m = match &mut self.loaded {
@@ -615,30 +628,49 @@ impl Engine {
             Some(Loaded::Speech(..)) => return Err(WebError::SpeechModel),
             None => return Err(WebError::NoModel),
         };
+        // A grammar that does not compile is refused before the cache changes.
+        let mut constraint = match grammar {
+            Some(g) => {
+                if m.grammars.is_none() {
+                    m.grammars = Some(Grammars::new(Arc::new(m.tokenizer.clone()))?);
+                }
+                Some(m.grammars.as_ref().expect("just built").compile(g)?)
+            }
+            None => None,
+        };
         let common = reusable_prefix(&m.cached, prompt);
         m.session.truncate(common);
         m.cached.truncate(common);
         m.reused = common;
         let mut sampler = Sampler::new(sampler);
-        let result = generate_async(
-            &mut m.session,
-            &m.tokenizer,
-            &mut sampler,
-            &prompt[common..],
-            max_tokens,
-            on_text,
-        )
-        .await;
+        let (session, tokenizer, rest) = (&mut m.session, &m.tokenizer, &prompt[common..]);
+        let result = match constraint.as_mut() {
+            Some(c) => {
+                generate_constrained(
+                    session,
+                    tokenizer,
+                    &mut sampler,
+                    c,
+                    rest,
+                    max_tokens,
+                    on_text,
+                )
+                .await
+            }
+            None => generate_async(session, tokenizer, &mut sampler, rest, max_tokens, on_text)
+                .await
+                .map_err(WebError::from),
+        };
         let stats = match result {
             Ok(stats) => stats,
             // Refused before anything ran: the cache still holds the common part. The CLI's
             // advice (raise --ctx) means nothing on the page.
-            Err(ModelError::ContextFull { need, ctx, .. }) => {
+            Err(WebError::Model(ModelError::ContextFull { need, ctx, .. })) => {
                 return Err(WebError::ContextFull { need, ctx })
             }
             Err(e) => {
                 m.cached.clear();
-                return Err(e.into());
+                return Err(e);
             }
         };
         m.cached = [prompt, &stats.tokens].concat();

@@ -22,6 +22,7 @@
 //! backend's rayon falls back to the calling thread). Limits and features come from the adapter:
 //! without shader-f16 (SwiftShader, many browsers) the KV cache is f32.
 
+mod constrained;
 pub mod engine;
 pub mod ops;
 

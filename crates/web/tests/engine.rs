@@ -11,6 +11,7 @@ use wgllm_core::DType;
 use wgllm_gguf::Value;
 use wgllm_models::config::model_cache_dir;
 use wgllm_models::sampler::SamplerConfig;
+use wgllm_structured::Grammar;
 use wgllm_web::{Device, Engine, EngineConfig, WebError};
 
 #[test]
@@ -76,7 +77,7 @@ fn a_full_context_says_to_start_a_new_conversation() {
     e.load(common::synth_model().into()).unwrap();
     let ids = |e: &Engine, text: &str| e.prompt_ids(text, false).unwrap();
     let greedy = |e: &mut Engine, prompt: &[u32], n| {
-        pollster::block_on(e.generate(prompt, n, SamplerConfig::greedy(), |_| true))
+        pollster::block_on(e.generate(prompt, n, SamplerConfig::greedy(), None, |_| true))
     };
     let bos = ids(&e, "").len();
     let hello = ids(&e, "Hello");
@@ -244,6 +245,59 @@ fn a_streamed_load_checks_the_expected_sha256_before_building_the_model() {
     }
 }
 
+/// Greedy text of the synthetic model under `grammar`, and how it stopped.
+fn constrained(e: &mut Engine, grammar: &Grammar) -> Result<(String, String), WebError> {
+    let ids = e.prompt_ids("Hello, browser", false).unwrap();
+    let mut text = String::new();
+    let stats =
+        pollster::block_on(
+            e.generate(&ids, 200, SamplerConfig::greedy(), Some(grammar), |t| {
+                text.push_str(t);
+                true
+            }),
+        )?;
+    Ok((text, format!("{:?}", stats.stop)))
+}
+
+#[test]
+fn a_reply_held_to_a_json_schema_is_that_json_on_webgpu_and_cpu() {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {"answer": {"enum": ["yes", "no"]}, "n": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "required": ["answer", "n"],
+        "additionalProperties": false,
+    });
+    let mut replies = Vec::new();
+    for dev in [Device::Cpu, Device::WebGpu] {
+        let mut e = pollster::block_on(common::engine(dev));
+        e.set_context_length(256).unwrap();
+        e.load(common::synth_model().into()).unwrap();
+        let (text, stop) = constrained(&mut e, &Grammar::JsonSchema(schema.clone())).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&text).unwrap_or_else(|err| panic!("{text:?}: {err}"));
+        assert!(
+            ["yes", "no"].contains(&v["answer"].as_str().unwrap()),
+            "{v}"
+        );
+        assert!(v["n"].as_u64().unwrap() <= 9, "{v}");
+        assert_eq!(v.as_object().unwrap().len(), 2, "{v}");
+        assert_eq!(stop, "EndOfGeneration", "the grammar completed the reply");
+        // Any JSON object, then free text again: the engine stays usable between them.
+        let (obj, _) = constrained(&mut e, &Grammar::JsonObject).unwrap();
+        assert!(obj.trim_start().starts_with('{'), "{obj:?}");
+        // A schema that is no schema is refused before anything runs.
+        let err = constrained(&mut e, &Grammar::JsonSchema(serde_json::json!(5))).unwrap_err();
+        assert!(matches!(err, WebError::Structured(_)), "{err}");
+        let (free, _, _) = pollster::block_on(common::greedy_loaded(&mut e, 6));
+        assert!(!free.is_empty());
+        replies.push(text);
+    }
+    assert_eq!(
+        replies[0], replies[1],
+        "WebGPU's constrained greedy reply is the CPU's"
+    );
+}
+
 #[test]
 fn the_context_length_applies_to_the_next_load() {
     let model = common::synth_model();
@@ -281,18 +335,21 @@ fn an_unusable_model_is_refused_when_its_header_is_in() {
 fn raw_greedy(e: &mut Engine, prompt: &str, max_tokens: usize) -> (String, usize) {
     let ids = e.prompt_ids(prompt, false).unwrap();
     let mut text = String::new();
-    let stats = pollster::block_on(e.generate(&ids, max_tokens, SamplerConfig::greedy(), |t| {
-        text.push_str(t);
-        true
-    }))
-    .unwrap();
+    let stats =
+        pollster::block_on(
+            e.generate(&ids, max_tokens, SamplerConfig::greedy(), None, |t| {
+                text.push_str(t);
+                true
+            }),
+        )
+        .unwrap();
     (text, stats.generated_tokens)
 }
 
 /// Greedy text of 6 tokens after a raw prompt, the prompt tokens that ran, the tokens made.
 fn ran(e: &mut Engine, prompt: &[u32]) -> (String, usize, Vec<u32>) {
     let mut text = String::new();
-    let stats = pollster::block_on(e.generate(prompt, 6, SamplerConfig::greedy(), |t| {
+    let stats = pollster::block_on(e.generate(prompt, 6, SamplerConfig::greedy(), None, |t| {
         text.push_str(t);
         true
     }))

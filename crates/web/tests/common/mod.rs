@@ -36,7 +36,7 @@ pub async fn greedy_loaded(engine: &mut Engine, max_tokens: usize) -> (String, u
     assert!(ids.len() >= 14, "one token per byte: {ids:?}");
     let mut text = String::new();
     let stats = engine
-        .generate(&ids, max_tokens, SamplerConfig::greedy(), |t| {
+        .generate(&ids, max_tokens, SamplerConfig::greedy(), None, |t| {
             text.push_str(t);
             true
         })
