@@ -22,8 +22,8 @@ use web_time::{Duration, Instant};
 
 use crate::error::ModelError;
 use crate::sampler::Sampler;
-use crate::session::{now, NextToken, QueuedStep, Readback, SeqChunk, Session};
-use crate::tokenizer::Tokenizer;
+use crate::session::{now, NextToken, QueuedStep, Readback, RowOut, SeqChunk, Session};
+use crate::tokenizer::{StreamDecoder, Tokenizer};
 
 /// Why generation stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,18 +103,7 @@ pub async fn generate_async(
     max_tokens: usize,
     mut on_text: impl FnMut(&str) -> bool,
 ) -> Result<GenStats, ModelError> {
-    if prompt.is_empty() {
-        return Err(ModelError::BadSession("the prompt has no tokens".into()));
-    }
-    let need = session.n_past() + prompt.len() + max_tokens;
-    if need > session.n_ctx() {
-        return Err(ModelError::ContextFull {
-            need,
-            ctx: session.n_ctx(),
-            max: session.architecture().n_ctx_train(),
-        });
-    }
-    let mut history: Vec<u32> = prompt.to_vec();
+    check_room(session, prompt, max_tokens)?;
     let read = sampler.readback(session.candidates());
     // The backend draws (and the host reads only the drawn token and the argmax).
     let drawn = read == Readback::TopK;
@@ -134,31 +123,16 @@ pub async fn generate_async(
         .step_drawn_async(&chunk(prompt), read, &first)
         .await?
         .remove(0);
-    let prompt_time = t0.elapsed();
-    let t1 = Instant::now();
-    let mut stream = tokenizer.stream_decoder();
-    let mut generated = 0;
-    let mut stop = StopReason::Length;
+    let mut out = Emit::new(tokenizer, prompt, t0.elapsed());
     // The step queued ahead of the one whose row is read next, and the sampler as it was
     // before that step's draw.
     let mut ahead: Option<(QueuedStep, Sampler)> = None;
-    while generated < max_tokens {
+    while out.generated < max_tokens {
         let next = match row.sampled {
             Some(t) => t,
-            None => sampler.sample_row(&row, &history)?,
+            None => sampler.sample_row(&row, &out.history)?,
         };
-        generated += 1;
-        if tokenizer.is_eog(next) {
-            stop = StopReason::EndOfGeneration;
-            break;
-        }
-        history.push(next);
-        let text = stream.push(next);
-        if !text.is_empty() && !on_text(&text) {
-            stop = StopReason::Callback;
-            break;
-        }
-        if generated == max_tokens {
+        if !out.take(next, &mut on_text) || out.generated == max_tokens {
             break;
         }
         if read != Readback::Argmax {
@@ -175,7 +149,7 @@ pub async fn generate_async(
             }
         };
         // The first step past a span boundary of the cache takes its token from the host.
-        if generated + 1 < max_tokens && session.can_feed(0) {
+        if out.generated + 1 < max_tokens && session.can_feed(0) {
             let before = sampler.clone();
             let d = draw(sampler);
             ahead = Some((session.queue_decode(0, feed, read, d)?, before));
@@ -187,18 +161,124 @@ pub async fn generate_async(
         session.truncate(session.n_past() - 1);
         *sampler = before;
     }
-    let rest = stream.finish();
-    if !rest.is_empty() && stop != StopReason::Callback {
-        on_text(&rest);
+    Ok(out.finish(&mut on_text))
+}
+
+/// Generates as [`generate_async`] does, one step at a time with the whole logits row read
+/// back, each token chosen by `pick(row, history)`, which also says whether the reply is
+/// complete after it (a grammar's mask and state, say): nothing is queued ahead, since a step
+/// needs the token the host picks. Stops at `max_tokens`, an end-of-generation token, a
+/// complete reply (as [`StopReason::EndOfGeneration`]) or a callback returning `false`.
+pub async fn generate_picked_async<E: From<ModelError>>(
+    session: &mut Session,
+    tokenizer: &Tokenizer,
+    prompt: &[u32],
+    max_tokens: usize,
+    mut pick: impl FnMut(&RowOut, &[u32]) -> Result<(u32, bool), E>,
+    mut on_text: impl FnMut(&str) -> bool,
+) -> Result<GenStats, E> {
+    check_room(session, prompt, max_tokens)?;
+    let t0 = Instant::now();
+    let mut row = session
+        .step_async(&chunk(prompt), Readback::Logits)
+        .await?
+        .remove(0);
+    let mut out = Emit::new(tokenizer, prompt, t0.elapsed());
+    while out.generated < max_tokens {
+        let (next, complete) = pick(&row, &out.history)?;
+        if !out.take(next, &mut on_text) {
+            break;
+        }
+        if complete {
+            out.stop = StopReason::EndOfGeneration;
+            break;
+        }
+        if out.generated == max_tokens {
+            break;
+        }
+        row = session
+            .step_async(&chunk(&[next]), Readback::Logits)
+            .await?
+            .remove(0);
     }
-    Ok(GenStats {
-        prompt_tokens: prompt.len(),
-        prompt_time,
-        generated_tokens: generated,
-        generate_time: t1.elapsed(),
-        stop,
-        tokens: history.split_off(prompt.len()),
-    })
+    Ok(out.finish(&mut on_text))
+}
+
+/// Refuses an empty prompt, or one that cannot fit the context with `max_tokens` after it.
+fn check_room(session: &Session, prompt: &[u32], max_tokens: usize) -> Result<(), ModelError> {
+    if prompt.is_empty() {
+        return Err(ModelError::BadSession("the prompt has no tokens".into()));
+    }
+    let need = session.n_past() + prompt.len() + max_tokens;
+    if need > session.n_ctx() {
+        return Err(ModelError::ContextFull {
+            need,
+            ctx: session.n_ctx(),
+            max: session.architecture().n_ctx_train(),
+        });
+    }
+    Ok(())
+}
+
+/// A generation's output so far: the tokens taken, their text streamed out, its timings.
+struct Emit<'t> {
+    tokenizer: &'t Tokenizer,
+    stream: StreamDecoder<'t>,
+    /// The prompt, then the tokens taken.
+    history: Vec<u32>,
+    prompt_len: usize,
+    prompt_time: Duration,
+    started: Instant,
+    generated: usize,
+    stop: StopReason,
+}
+
+impl<'t> Emit<'t> {
+    fn new(tokenizer: &'t Tokenizer, prompt: &[u32], prompt_time: Duration) -> Emit<'t> {
+        Emit {
+            tokenizer,
+            stream: tokenizer.stream_decoder(),
+            history: prompt.to_vec(),
+            prompt_len: prompt.len(),
+            prompt_time,
+            started: Instant::now(),
+            generated: 0,
+            stop: StopReason::Length,
+        }
+    }
+
+    /// Takes `next` and passes its text on; false when generation ends with it (an
+    /// end-of-generation token, or `on_text` asked to stop).
+    fn take(&mut self, next: u32, on_text: &mut impl FnMut(&str) -> bool) -> bool {
+        self.generated += 1;
+        if self.tokenizer.is_eog(next) {
+            self.stop = StopReason::EndOfGeneration;
+            return false;
+        }
+        self.history.push(next);
+        let text = self.stream.push(next);
+        if !text.is_empty() && !on_text(&text) {
+            self.stop = StopReason::Callback;
+            return false;
+        }
+        true
+    }
+
+    /// The statistics, after the text the decoder held back (unless `on_text` stopped it).
+    fn finish(mut self, on_text: &mut impl FnMut(&str) -> bool) -> GenStats {
+        let rest = self.stream.finish();
+        if !rest.is_empty() && self.stop != StopReason::Callback {
+            on_text(&rest);
+        }
+        GenStats {
+            prompt_tokens: self.prompt_len,
+            prompt_time: self.prompt_time,
+            generated_tokens: self.generated,
+            generate_time: self.started.elapsed(),
+            stop: self.stop,
+            tokens: self.history.split_off(self.prompt_len),
+        }
+    }
 }
 
 #[cfg(test)]
