@@ -71,8 +71,10 @@ export interface ChatCompletionRequest {
     | { type: 'text' }
     | { type: 'json_object' }
     | { type: 'json_schema'; json_schema: { name?: string; strict?: boolean; schema: object } };
-  /** llama.cpp's GBNF grammar (as llama-server's `grammar`), instead of response_format. */
+  /** llama.cpp's GBNF grammar (as llama-server's `grammar`; Lark after a `%llguidance` line). */
   grammar?: string;
+  /** A JSON schema (as llama-server's `json_schema`). One of response_format, grammar, json_schema. */
+  json_schema?: object;
   /** Refused with a TypeError unless absent or 1. */
   n?: number;
 }

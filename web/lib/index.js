@@ -66,19 +66,12 @@ function chatRequest(body) {
   if (!Array.isArray(stop) || stop.some((s) => typeof s !== 'string' || s === '') || stop.length > 4) {
     throw new TypeError('stop must be a non-empty string or an array of up to 4 of them');
   }
-  const format = body.response_format;
-  if (format != null && !['text', 'json_object', 'json_schema'].includes(format?.type)) {
-    throw new TypeError('response_format.type must be text, json_object or json_schema');
-  }
-  if (format?.type === 'json_schema' && typeof format.json_schema?.schema !== 'object') {
-    throw new TypeError('response_format.json_schema.schema must be a JSON schema object');
-  }
-  if (body.grammar != null && typeof body.grammar !== 'string') {
-    throw new TypeError('grammar must be a GBNF grammar (a string)');
-  }
+  // The engine reads these as the server does (and names a bad one).
+  const constrains = {
+    response_format: body.response_format, grammar: body.grammar, json_schema: body.json_schema,
+  };
   const options = {
-    responseFormat: format == null ? undefined : JSON.stringify(format),
-    grammar: body.grammar ?? undefined,
+    structured: Object.values(constrains).some((v) => v != null) ? JSON.stringify(constrains) : undefined,
     maxTokens: body.max_completion_tokens ?? body.max_tokens,
     temperature: body.temperature,
     topP: body.top_p,

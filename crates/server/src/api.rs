@@ -382,16 +382,7 @@ fn completion_prompt(f: &Fields<'_>, tok: &Tokenizer) -> Result<Vec<u32>, ApiErr
 }
 
 /// JSON type name for errors.
-pub(crate) fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
+pub(crate) use wgllm_structured::request::kind;
 
 /// Typed access to optional fields (`null` counts as absent).
 pub(crate) struct Fields<'a>(&'a Map<String, Value>);

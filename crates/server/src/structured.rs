@@ -7,7 +7,7 @@
 use serde_json::{json, Map, Value};
 use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
 use wgllm_structured::tools::{self, Tool, ToolChoice, ToolFormat};
-use wgllm_structured::Grammar;
+use wgllm_structured::{request, Grammar};
 
 use crate::api::{kind, Fields};
 use crate::error::ApiError;
@@ -24,83 +24,7 @@ const MAX_TOOLS: usize = 128;
 /// The grammar the output must follow, from `response_format`, `grammar` or `json_schema` (at
 /// most one of them), with the field that gave it.
 pub(crate) fn output_grammar(f: &Fields<'_>) -> Result<Option<(&'static str, Grammar)>, ApiError> {
-    let mut found: Vec<(&'static str, Grammar)> = Vec::new();
-    if let Some(v) = f.get("response_format") {
-        if let Some(g) = response_format(v)? {
-            found.push(("response_format", g));
-        }
-    }
-    if let Some(v) = f.get("grammar") {
-        let Value::String(s) = v else {
-            return Err(ApiError::bad_param(
-                "grammar",
-                format!("'grammar' must be a string, got {}", kind(v)),
-            ));
-        };
-        let g = match s.trim_start().strip_prefix("%llguidance") {
-            Some(rest) => {
-                let body = rest.split_once('\n').map_or("", |(_, b)| b);
-                Grammar::Lark(body.to_string())
-            }
-            None => Grammar::Gbnf(s.clone()),
-        };
-        found.push(("grammar", g));
-    }
-    if let Some(v) = f.get("json_schema") {
-        found.push(("json_schema", schema_of("json_schema", v)?));
-    }
-    match found.len() {
-        0 | 1 => Ok(found.pop()),
-        _ => Err(ApiError::bad_param(
-            found[1].0,
-            format!(
-                "'{}' and '{}' both constrain the output: give one",
-                found[0].0, found[1].0
-            ),
-        )),
-    }
-}
-
-/// `response_format`: `{"type": "text" | "json_object" | "json_schema", …}`.
-fn response_format(v: &Value) -> Result<Option<Grammar>, ApiError> {
-    let p = "response_format";
-    let bad = |why: String| ApiError::bad_param(p, why);
-    let Value::Object(o) = v else {
-        return Err(bad(format!("'{p}' must be an object, got {}", kind(v))));
-    };
-    match o.get("type").and_then(Value::as_str) {
-        Some("text") => Ok(None),
-        // llama-server also takes a schema beside `json_object`.
-        Some("json_object") => match o.get("schema") {
-            Some(s) => Ok(Some(schema_of(p, s)?)),
-            None => Ok(Some(Grammar::JsonObject)),
-        },
-        Some("json_schema") => {
-            let Some(Value::Object(js)) = o.get("json_schema") else {
-                return Err(bad(
-                    "'response_format.json_schema' must be an object with a 'schema'".into(),
-                ));
-            };
-            match js.get("schema") {
-                Some(s) => Ok(Some(schema_of(p, s)?)),
-                None => Ok(Some(Grammar::JsonObject)),
-            }
-        }
-        Some(t) => Err(bad(format!(
-            "'{p}.type' '{t}' is not one of text, json_object, json_schema"
-        ))),
-        None => Err(bad(format!("'{p}.type' must be a string"))),
-    }
-}
-
-fn schema_of(param: &str, v: &Value) -> Result<Grammar, ApiError> {
-    match v {
-        Value::Object(_) | Value::Bool(_) => Ok(Grammar::JsonSchema(v.clone())),
-        _ => Err(ApiError::bad_param(
-            param,
-            format!("a JSON schema must be an object, got {}", kind(v)),
-        )),
-    }
+    request::output_grammar(|k| f.get(k)).map_err(|e| ApiError::bad_param(e.param, e.message))
 }
 
 /// The checked `tools`, `tool_choice` and `parallel_tool_calls` of a chat request.

@@ -7,6 +7,7 @@
 mod constraint;
 mod env;
 pub mod gbnf;
+pub mod request;
 pub mod tools;
 
 pub use constraint::{Constraint, Grammar, Grammars};

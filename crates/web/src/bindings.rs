@@ -6,6 +6,7 @@ use wasm_bindgen::prelude::*;
 use wgllm_models::generate::StopReason;
 use wgllm_models::sampler::SamplerConfig;
 use wgllm_models::tokenizer::ChatMessage;
+use wgllm_structured::request::output_grammar;
 use wgllm_structured::Grammar;
 
 use crate::engine::{Device, Engine, EngineConfig};
@@ -78,58 +79,25 @@ fn generation_options(options: &JsValue) -> Result<(usize, SamplerConfig), JsErr
     Ok((max_tokens, sampler))
 }
 
-/// `options.key` as a string, when present.
-fn string(options: &JsValue, key: &str) -> Result<Option<String>, JsError> {
-    let v = Reflect::get(options, &key.into()).unwrap_or(JsValue::UNDEFINED);
-    if v.is_undefined() || v.is_null() {
-        return Ok(None);
-    }
-    v.as_string()
-        .map(Some)
-        .ok_or_else(|| JsError::new(&format!("options.{key} must be a string")))
-}
-
-/// The grammar a reply is held to: `options.responseFormat` (OpenAI's `response_format` as
-/// JSON: `{"type": "json_object"}` or `{"type": "json_schema", "json_schema": {"schema":
-/// …}}`) or `options.grammar` (llama.cpp's GBNF); none for `{"type": "text"}` or neither.
+/// The grammar a reply is held to: `options.structured` is the JSON of the request's fields
+/// that constrain it (`response_format`, `grammar`, `json_schema`), read as the server reads
+/// them.
 fn grammar_option(options: &JsValue) -> Result<Option<Grammar>, JsError> {
     if options.is_undefined() || options.is_null() {
         return Ok(None);
     }
-    let format = string(options, "responseFormat")?;
-    let gbnf = string(options, "grammar")?;
-    let format = match format {
-        Some(f) => Some(
-            serde_json::from_str::<serde_json::Value>(&f)
-                .map_err(|e| JsError::new(&format!("options.responseFormat is not JSON: {e}")))?,
-        ),
-        None => None,
-    };
-    let from_format = match &format {
-        None => None,
-        Some(f) => match f.get("type").and_then(|t| t.as_str()) {
-            Some("text") => None,
-            Some("json_object") => Some(Grammar::JsonObject),
-            Some("json_schema") => {
-                let schema = f
-                    .get("json_schema")
-                    .and_then(|j| j.get("schema"))
-                    .ok_or_else(|| JsError::new("response_format.json_schema.schema is missing"))?;
-                Some(Grammar::JsonSchema(schema.clone()))
-            }
-            other => {
-                return Err(JsError::new(&format!(
-                    "response_format.type must be text, json_object or json_schema, not {other:?}"
-                )))
-            }
-        },
-    };
-    match (from_format, gbnf) {
-        (Some(_), Some(_)) => Err(JsError::new("give response_format or grammar, not both")),
-        (Some(g), None) => Ok(Some(g)),
-        (None, Some(g)) => Ok(Some(Grammar::Gbnf(g))),
-        (None, None) => Ok(None),
+    let v = Reflect::get(options, &"structured".into()).unwrap_or(JsValue::UNDEFINED);
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
     }
+    let text = v
+        .as_string()
+        .ok_or_else(|| JsError::new("options.structured must be a JSON string"))?;
+    let fields: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| JsError::new(&format!("options.structured is not JSON: {e}")))?;
+    output_grammar(|k| fields.get(k).filter(|v| !v.is_null()))
+        .map(|g| g.map(|(_, g)| g))
+        .map_err(|e| JsError::new(&e.message))
 }
 
 /// A backend and a model, as the page sees them.
@@ -212,9 +180,9 @@ impl WebEngine {
     }
 
     /// Generates after `text` as `options` says (`{maxTokens, temperature, topK, topP, minP,
-    /// repeatPenalty, presencePenalty, frequencyPenalty, penaltyLastN, seed, responseFormat,
-    /// grammar}`, each optional; greedy when `temperature <= 0`; `responseFormat` is OpenAI's
-    /// `response_format` as JSON, `grammar` llama.cpp's GBNF), calling `on_text(piece)` with each piece as it is
+    /// repeatPenalty, presencePenalty, frequencyPenalty, penaltyLastN, seed, structured}`, each
+    /// optional; greedy when `temperature <= 0`; `structured` is the JSON of the request's
+    /// `response_format`, `grammar` or `json_schema`, as the server takes them), calling `on_text(piece)` with each piece as it is
     /// decoded; `on_text` returning `false` (or throwing) stops. Resolves to `{text,
     /// promptTokens, cachedTokens, generatedTokens, promptTps, generateTps, stop}`: of the
     /// prompt, `promptTokens` ran and `cachedTokens` were held in the cache from the last
