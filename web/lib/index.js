@@ -81,8 +81,9 @@ function chatRequest(body) {
     presencePenalty: body.presence_penalty,
     frequencyPenalty: body.frequency_penalty,
     seed: body.seed,
+    stop,
   };
-  return { messages, options, stop };
+  return { messages, options };
 }
 
 function usage(r) {

@@ -7,7 +7,7 @@
 //   open       {device}                                   → {adapter, gpu}
 //   load       {url | file, sha256, contextLength, cache} → {summary, kind, fromCache, stored,
 //                                                            seconds, by}
-//   chat       {messages, options, stop}                  → {text, finish, promptTokens,
+//   chat       {messages, options}                        → {text, finish, promptTokens,
 //                                                            cachedTokens, generatedTokens,
 //                                                            promptTps, generateTps}
 //   embed      {texts, normalize, truncate}               → [Float32Array]
@@ -129,61 +129,14 @@ async function load(engine, id, { url, file, sha256, contextLength, cache }) {
   };
 }
 
-// Cuts generated text at the first of `stops`, holding back a tail that may be the start of one.
-function stopper(stops) {
-  let text = '';
-  let sent = 0;
-  return {
-    // The text that may be shown now, and whether a stop string ended it.
-    push(piece) {
-      text += piece;
-      let at = -1;
-      for (const s of stops) {
-        const i = text.indexOf(s, Math.max(0, sent - s.length + 1));
-        if (i >= 0 && (at < 0 || i < at)) at = i;
-      }
-      if (at >= 0) {
-        const out = text.slice(sent, at);
-        text = text.slice(0, at);
-        sent = at;
-        return { out, stop: true };
-      }
-      let hold = 0;
-      for (const s of stops) {
-        for (let n = Math.min(s.length - 1, text.length - sent); n > hold; n--) {
-          if (text.endsWith(s.slice(0, n))) { hold = n; break; }
-        }
-      }
-      const out = text.slice(sent, text.length - hold);
-      sent = text.length - hold;
-      return { out, stop: false };
-    },
-    // What was held back when generation ended without a stop string.
-    flush() {
-      const out = text.slice(sent);
-      sent = text.length;
-      return out;
-    },
-    get text() { return text; },
-  };
-}
-
-async function chat(engine, id, { messages, options, stop }) {
-  const cut = stopper(stop || []);
-  let stopped = false;
-  const r = await engine.generateChat(messages, options, (piece) => {
-    const { out, stop: hit } = cut.push(piece);
-    if (out) post(id, 'piece', { text: out });
-    stopped = hit;
-    return !hit && !aborted.has(id);
+async function chat(engine, id, { messages, options }) {
+  const r = await engine.generateChat(messages, options, (text) => {
+    post(id, 'piece', { text });
+    return !aborted.has(id);
   });
-  if (aborted.has(id) && !stopped) throw abortError();
-  if (!stopped) {
-    const rest = cut.flush();
-    if (rest) post(id, 'piece', { text: rest });
-  }
+  if (r.stop === 'callback') throw abortError();
   return {
-    text: cut.text, finish: r.stop === 'length' ? 'length' : 'stop',
+    text: r.text, finish: r.stop === 'length' ? 'length' : 'stop',
     promptTokens: r.promptTokens, cachedTokens: r.cachedTokens, generatedTokens: r.generatedTokens,
     promptTps: r.promptTps, generateTps: r.generateTps,
   };

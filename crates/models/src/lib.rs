@@ -26,6 +26,7 @@ pub mod pypi;
 pub mod reference;
 pub mod sampler;
 pub mod session;
+pub mod stop;
 pub mod synth;
 pub mod tokenizer;
 

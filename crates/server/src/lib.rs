@@ -23,7 +23,6 @@ mod routes;
 pub mod scheduler;
 mod shared;
 pub mod speech;
-pub mod stop;
 pub mod structured;
 
 use std::future::Future;

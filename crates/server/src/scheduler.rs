@@ -47,7 +47,7 @@ use wgllm_models::{NextToken, QueuedStep, Readback, RowOut, SeqChunk, Session};
 use crate::api::GenParams;
 use crate::error::ApiError;
 use crate::metrics::Metrics;
-use crate::stop::StopMatcher;
+use wgllm_models::stop::StopMatcher;
 use wgllm_structured::Constraint;
 
 /// A request handed to the scheduler.

@@ -5,6 +5,7 @@ use js_sys::{Function, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wgllm_models::generate::StopReason;
 use wgllm_models::sampler::SamplerConfig;
+use wgllm_models::stop::StopMatcher;
 use wgllm_models::tokenizer::ChatMessage;
 use wgllm_structured::request::output_grammar;
 use wgllm_structured::Grammar;
@@ -77,6 +78,27 @@ fn generation_options(options: &JsValue) -> Result<(usize, SamplerConfig), JsErr
     }
     let max_tokens = count(options, "maxTokens")?.map_or(64, |n| n as usize);
     Ok((max_tokens, sampler))
+}
+
+/// `options.stop`: the stop strings (at most 4, none empty), when present.
+fn stop_strings(options: &JsValue) -> Result<Vec<String>, JsError> {
+    if options.is_undefined() || options.is_null() {
+        return Ok(Vec::new());
+    }
+    let v = Reflect::get(options, &"stop".into()).unwrap_or(JsValue::UNDEFINED);
+    if v.is_undefined() || v.is_null() {
+        return Ok(Vec::new());
+    }
+    let bad = || JsError::new("options.stop must be an array of up to 4 non-empty strings");
+    let list = v.dyn_into::<js_sys::Array>().map_err(|_| bad())?;
+    let stops: Vec<String> = list
+        .iter()
+        .map(|s| s.as_string().filter(|s| !s.is_empty()).ok_or_else(bad))
+        .collect::<Result<_, _>>()?;
+    match stops.len() {
+        0..=4 => Ok(stops),
+        _ => Err(bad()),
+    }
 }
 
 /// The grammar a reply is held to: `options.structured` is the JSON of the request's fields
@@ -180,13 +202,15 @@ impl WebEngine {
     }
 
     /// Generates after `text` as `options` says (`{maxTokens, temperature, topK, topP, minP,
-    /// repeatPenalty, presencePenalty, frequencyPenalty, penaltyLastN, seed, structured}`, each
-    /// optional; greedy when `temperature <= 0`; `structured` is the JSON of the request's
-    /// `response_format`, `grammar` or `json_schema`, as the server takes them), calling `on_text(piece)` with each piece as it is
-    /// decoded; `on_text` returning `false` (or throwing) stops. Resolves to `{text,
-    /// promptTokens, cachedTokens, generatedTokens, promptTps, generateTps, stop}`: of the
-    /// prompt, `promptTokens` ran and `cachedTokens` were held in the cache from the last
-    /// prompt; `stop` is `"eos"` (the model ended), `"length"` or `"callback"`.
+    /// repeatPenalty, presencePenalty, frequencyPenalty, penaltyLastN, seed, stop, structured}`,
+    /// each optional; greedy when `temperature <= 0`; `stop` up to 4 strings; `structured` the
+    /// JSON of the request's `response_format`, `grammar` or `json_schema`, read as the server
+    /// reads them), calling `on_text(piece)` with each piece as it is decoded (a piece that may
+    /// start a stop string is held back); `on_text` returning `false` (or throwing) stops.
+    /// Resolves to `{text, promptTokens, cachedTokens, generatedTokens, promptTps, generateTps,
+    /// stop}`: of the prompt, `promptTokens` ran and `cachedTokens` were held in the cache from
+    /// the last prompt; `stop` is `"eos"` (the model ended), `"stop"` (a stop string, cut before
+    /// it), `"length"` or `"callback"`.
     pub async fn generate(
         &mut self,
         text: String,
@@ -317,19 +341,31 @@ impl WebEngine {
     ) -> Result<JsValue, JsError> {
         let (max_tokens, sampler) = generation_options(options)?;
         let grammar = grammar_option(options)?;
+        let mut stops = StopMatcher::new(stop_strings(options)?);
         let mut out = String::new();
+        // A callback that throws or returns `false` stops generation.
+        let mut send = |text: &str| {
+            out.push_str(text);
+            text.is_empty()
+                || on_text
+                    .call1(&JsValue::NULL, &JsValue::from_str(text))
+                    .map(|v| v.as_bool() != Some(false))
+                    .unwrap_or(false)
+        };
+        let mut stopped = false;
         let stats = self
             .inner
             .generate(ids, max_tokens, sampler, grammar.as_ref(), |piece| {
-                out.push_str(piece);
-                // A callback that throws or returns `false` stops generation.
-                on_text
-                    .call1(&JsValue::NULL, &JsValue::from_str(piece))
-                    .map(|v| v.as_bool() != Some(false))
-                    .unwrap_or(false)
+                let r = stops.push(piece);
+                stopped = r.stopped;
+                send(&r.text) && !r.stopped
             })
             .await
             .map_err(js_err)?;
+        // What a stop string's possible start held back goes out when none completed.
+        if !stopped && stats.stop != StopReason::Callback {
+            send(&stops.finish());
+        }
         let obj = js_sys::Object::new();
         set(&obj, "text", out.into())?;
         set(&obj, "promptTokens", stats.prompt_tokens.into())?;
@@ -338,6 +374,7 @@ impl WebEngine {
         set(&obj, "promptTps", stats.prompt_tps().into())?;
         set(&obj, "generateTps", stats.generate_tps().into())?;
         let stop = match stats.stop {
+            _ if stopped => "stop",
             StopReason::EndOfGeneration => "eos",
             StopReason::Length => "length",
             StopReason::Callback => "callback",
