@@ -14,15 +14,16 @@ use std::time::Instant;
 use wgllm_core::backend::{submit_blocking, Abandoned, FinishFuture, ReadFuture, Ticket};
 use wgllm_core::{Error, Executable, Graph, Op, Result, TensorId};
 
-use crate::buffer::{self, align_up, Buffers, MemoryReport, Shared};
+use crate::arena::{Buffers, Shared};
+use crate::buffer::{self, align_up, MemoryReport};
 use crate::config::WebGpuConfig;
 use crate::device::Gpu;
+use crate::kernels::{unit_bytes, ITEMS_WORD, OP_WORD, PARAM_BYTES, PARAM_WORDS};
 use crate::ops::{Dispatch, Operand, Planned};
 use crate::pipelines::{bind_group, Pipelines, Window};
 use crate::profile::{
     Clock, DispatchInfo, DispatchTime, ProfileSwitch, Profiling, RunProfile, Timestamps,
 };
-use crate::shaders::{unit_bytes, ITEMS_WORD, OP_WORD, PARAM_BYTES, PARAM_WORDS};
 
 /// One recorded kernel launch.
 struct Step {

@@ -5,12 +5,15 @@
 //! - [`device`]: adapter listing and choice, requested features and limits, device errors as
 //!   values ([`device::Gpu::scoped`]).
 //! - [`config`]: the one [`WebGpuConfig`]; nothing reads the environment.
-//! - `buffer`: weights (uploaded once, quantized blocks as-is), the planned activation arena,
-//!   states, inputs, staging; a [`MemoryReport`] of what we allocated.
+//! - `buffer`: creating buffers within the device's limits, padded writes, and the
+//!   [`MemoryReport`] of what we allocated.
+//! - `arena`: the buffers of one compiled graph: weights (uploaded once, quantized blocks
+//!   as-is), the planned activation arena, states, inputs, staging.
 //! - `weights`: resident weights, uploaded piece by piece before any graph names them
 //!   ([`WebGpuBackend::upload_weight`]; a model streamed to the GPU).
-//! - `shaders` + `kernels/*.wgsl`: one WGSL file per op family, specialized by `{{NAME}}`
-//!   substitution and `#if` blocks into variants keyed by a typed [`shaders::PipelineKey`].
+//! - [`kernels`]: the kernel library, one WGSL file per op family and the Rust beside it that
+//!   specializes it (`{{NAME}}` substitution, `#if` blocks) into variants keyed by a typed
+//!   [`kernels::PipelineKey`], with each family's facts; it knows nothing of the planner.
 //! - `ops/`: per op family, the node → dispatches planner; its exhaustive match is `supports`.
 //! - `pipelines`: the pipeline cache and the single bind-group builder.
 //! - `executable`: compile once (pipelines, bind groups, parameter slots), then `run` only
@@ -19,23 +22,23 @@
 //! - [`profile`]: opt-in per-dispatch GPU timing (timestamp queries) of compiled graphs.
 //! - [`testing`]: the op case table and the CPU-vs-GPU runner shared by tests and `wgllm ops`.
 //!
-//! Adding an op: write `kernels/<family>.wgsl`, a `Kernel` variant and its arm in
-//! `shaders::source`, a planner in `ops/<family>.rs` routed from `ops::plan_node`, and cases in
+//! Adding an op: write `kernels/<family>.wgsl`, a `Kernel` variant and its configuration in
+//! `kernels/` (`source.rs`, or the family's own file), a planner in `ops/<family>.rs` routed from `ops::plan_node`, and cases in
 //! `testing`.
 
+mod arena;
 mod buffer;
 pub mod config;
 pub mod device;
 mod executable;
+pub mod kernels;
 mod ops;
 mod pipelines;
 pub mod profile;
 mod selfcheck;
-pub mod shaders;
 pub mod testing;
 #[cfg(test)]
 mod translate;
-pub mod variants;
 mod weights;
 
 use std::sync::Arc;
@@ -150,7 +153,7 @@ impl WebGpuBackend {
         for graph in graphs {
             buffer::check_weights_fit(&self.gpu, graph)?;
         }
-        let mut shared = buffer::Shared::new(self.resident.snapshot());
+        let mut shared = arena::Shared::new(self.resident.snapshot());
         let mut out = Vec::with_capacity(graphs.len());
         for (graph, planned) in graphs.iter().zip(plans) {
             out.push(WebGpuExecutable::new(

@@ -14,7 +14,7 @@ use wgllm_core::{Error, Result};
 
 use crate::config::ShaderChecks;
 use crate::device::Gpu;
-use crate::shaders::{self, PipelineKey, PARAM_BYTES};
+use crate::kernels::{self, PipelineKey, PARAM_BYTES};
 
 /// A byte range of a buffer bound as one storage operand.
 pub(crate) struct Window<'a> {
@@ -27,7 +27,7 @@ pub(crate) struct Window<'a> {
 #[derive(Default)]
 pub(crate) struct Pipelines {
     /// Bind-group layout per number of storage bindings and read-only mask
-    /// ([`shaders::read_only`]).
+    /// ([`kernels::read_only`]).
     layouts: Mutex<HashMap<(usize, u32), (wgpu::BindGroupLayout, wgpu::PipelineLayout)>>,
     pipelines: Mutex<HashMap<PipelineKey, wgpu::ComputePipeline>>,
 }
@@ -98,12 +98,12 @@ impl Pipelines {
         key: &PipelineKey,
         checks: ShaderChecks,
     ) -> Result<(wgpu::ComputePipeline, wgpu::BindGroupLayout)> {
-        let (bgl, pl) = self.layout(gpu, key.dtypes.len(), shaders::read_only(key))?;
+        let (bgl, pl) = self.layout(gpu, key.dtypes.len(), kernels::read_only(key))?;
         let mut pipelines = self.pipelines.lock().map_err(poisoned)?;
         if let Some(p) = pipelines.get(key) {
             return Ok((p.clone(), bgl));
         }
-        let src = shaders::source(key).map_err(|e| Error::Device {
+        let src = kernels::source(key).map_err(|e| Error::Device {
             what: format!("kernel {key:?}: {e}"),
         })?;
         let label = format!("{:?} {:?}", key.kernel, key.dtypes);

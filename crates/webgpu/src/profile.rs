@@ -21,8 +21,8 @@ use wgllm_core::{Error, Result};
 
 use crate::buffer;
 use crate::device::Gpu;
+use crate::kernels::{Kernel, PipelineKey};
 use crate::ops::Dispatch;
-use crate::shaders::{Kernel, PipelineKey};
 
 /// Which clock a profile was measured with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,16 +80,11 @@ impl DispatchInfo {
     }
 }
 
-/// `MulMat { tn: 4 }` → `mul_mat`; `Family(Shape(Repeat))` → `shape`.
+/// `MulMat { tn: 4 }` → `mul_mat`; `Shape(Repeat)` → `shape`.
 fn family_name(k: &Kernel) -> String {
     let dbg = format!("{k:?}");
-    let inner = dbg.strip_prefix("Family(").unwrap_or(&dbg);
     let mut out = String::new();
-    for (i, c) in inner
-        .chars()
-        .take_while(|c| c.is_alphanumeric())
-        .enumerate()
-    {
+    for (i, c) in dbg.chars().take_while(|c| c.is_alphanumeric()).enumerate() {
         if c.is_uppercase() && i > 0 {
             out.push('_');
         }

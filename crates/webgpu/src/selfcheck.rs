@@ -193,8 +193,8 @@ pub(crate) async fn cooperative_matrices(backend: &dyn Backend) -> Option<String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::Kernel;
     use crate::ops::{plan_graph, test_caps};
-    use crate::shaders::Kernel;
 
     #[test]
     fn the_check_cases_plan_the_coop_kernels() {

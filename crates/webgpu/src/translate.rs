@@ -7,7 +7,7 @@ use naga::back::{hlsl, msl, spv};
 use naga::valid::{Capabilities, ModuleInfo, ValidationFlags, Validator};
 use naga::Module;
 
-use crate::shaders::{source, Kernel, PipelineKey};
+use crate::kernels::{source, Kernel, PipelineKey};
 
 /// The backends a variant can be planned on. The cooperative-matrix kernels take 16×16×16
 /// tiles, which wgpu offers on Vulkan only (Metal's simdgroup matrices are 8×8, DX12 has none).

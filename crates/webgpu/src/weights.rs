@@ -1,7 +1,7 @@
 //! Resident weights: model tensors uploaded to the device before any graph is built, so a model
 //! streamed from the network reaches the GPU piece by piece and its file never sits in host
 //! memory (the browser's `loadStream`). A graph names them with `Graph::resident_weight`; when
-//! compiling, `buffer::Buffers` binds the resident buffer exactly as it binds a weight uploaded
+//! compiling, `arena::Buffers` binds the resident buffer exactly as it binds a weight uploaded
 //! from bytes: the same buffer size, decoder slack and zero padding (`buffer::create_weight`),
 //! the same binding windows.
 //!

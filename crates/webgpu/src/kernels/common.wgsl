@@ -4,7 +4,7 @@
 // binding 0. Words 12k..12k+11 describe storage binding k (binding k + 1): element offset from
 // the start of the binding, extents ne[4], strides nb[4] (elements; bytes for block-quantized
 // dtypes), 3 spare. Words {{OP_WORD}}.. are the op's own parameters, word {{ITEMS_WORD}} the
-// number of work items (see `shaders.rs`).
+// number of work items (see `mod.rs`).
 struct Params {
     w: array<vec4<u32>, {{PARAM_VEC4S}}>,
 }

@@ -1,5 +1,5 @@
 // A K or V row reader for `flash_attn.wgsl` (DOT: also q · row), `flash_attn_tile.wgsl` (values
-// only) and `flash_attn_vec.wgsl` (VEC), instantiated by `shaders.rs` as `k_*` over src1 and
+// only) and `flash_attn_vec.wgsl` (VEC), instantiated by `flash_attn.rs` as `k_*` over src1 and
 // `v_*` over src2: BLOCKS with Q8_0 for q8_0, BLOCKS alone for q4_0, neither for f32, f16 and
 // bf16 (through the generated `load_srcN`; with VEC their binding is vec4<u32> words, and F32,
 // F16 or BF16 says how to decode them).

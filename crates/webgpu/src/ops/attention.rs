@@ -9,7 +9,7 @@
 use wgllm_core::{DType, Result};
 
 use super::{words, Ctx, Dispatch, Operand};
-use crate::shaders::{Kernel, PipelineKey, COMBINE_COLS, COMBINE_MAX_SPLITS, OP_WORDS};
+use crate::kernels::{Kernel, PipelineKey, COMBINE_COLS, COMBINE_MAX_SPLITS, OP_WORDS};
 
 /// Invocations per workgroup, and keys per tile, of `flash_attn.wgsl`.
 const WG_ATTN: u32 = 64;
@@ -63,11 +63,11 @@ fn vec_storage(o: &VecOpts, (d, dv): (u64, u64), mask: bool) -> u64 {
     let (lanes, heads) = (o.lanes, u64::from(o.heads));
     let octets = u64::from(lanes / 8);
     let r16 = |bytes: u64| bytes.next_multiple_of(16);
-    let staged = u64::from(crate::shaders::vec_mask_terms(o.mask_heads) * lanes);
+    let staged = u64::from(crate::kernels::vec_mask_terms(o.mask_heads) * lanes);
     let masks = if mask { r16(4 * staged) + 32 } else { 0 };
     let sums = match o.subgroups {
         true => 0,
-        false => r16(4 * u64::from(crate::shaders::vec_octet_sums(lanes, o.heads, o.keys))),
+        false => r16(4 * u64::from(crate::kernels::vec_octet_sums(lanes, o.heads, o.keys))),
     };
     16 * (heads * d).div_ceil(4) + r16(4 * octets * dv) + 2 * r16(4 * octets * heads) + masks + sums
 }
@@ -737,7 +737,7 @@ pub(super) fn keys() -> Vec<PipelineKey> {
 mod tests {
     use wgllm_core::{DType, Graph};
 
-    use crate::shaders::Kernel;
+    use crate::kernels::Kernel;
 
     /// The dispatches of an attention of `n_q` query rows over `n_kv` keys (32/8 heads of `d`,
     /// f16 cache) on a device with `wg_bytes` of workgroup memory.
@@ -763,9 +763,9 @@ mod tests {
     /// its source, each rounded up to 16 bytes. naga lists every declared variable: without a
     /// mask the key range's three are unused, which WebGPU leaves out, so the prefill kernels'
     /// formulas are then over by 48 bytes.
-    fn workgroup_bytes(key: &crate::shaders::PipelineKey) -> u64 {
+    fn workgroup_bytes(key: &crate::kernels::PipelineKey) -> u64 {
         use wgpu::naga;
-        let src = crate::shaders::source(key).unwrap();
+        let src = crate::kernels::source(key).unwrap();
         let module = naga::front::wgsl::parse_str(&src).unwrap();
         module
             .global_variables
@@ -941,7 +941,7 @@ mod tests {
         let mut caps = super::super::matmul::tests::caps(false, 32, wg_bytes);
         caps.limits.max_compute_invocations_per_workgroup = lanes;
         match super::super::plan_node(&g, a, &caps).unwrap()[0].key {
-            crate::shaders::PipelineKey {
+            crate::kernels::PipelineKey {
                 kernel: Kernel::FlashAttnVec { keys, .. },
                 wg,
                 ..

@@ -6,7 +6,7 @@ use wgllm_core::op::{BinaryOp, UnaryOp};
 use wgllm_core::{DType, Layout, Result};
 
 use super::{words, Ctx, Dispatch, Operand, WG_ELEMENTWISE};
-use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
+use crate::kernels::{Kernel, PipelineKey, OP_WORDS};
 
 const FLOATS: [DType; 2] = [DType::F32, DType::F16];
 

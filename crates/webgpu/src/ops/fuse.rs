@@ -62,7 +62,7 @@ use wgllm_core::{DType, Graph, Op, Result, TensorId};
 use super::matmul::VecNorm;
 use super::{attention, matmul, moe, nn, plan_node, validate, Ctx, Dispatch};
 use crate::device::Capabilities;
-use crate::shaders::NormKind;
+use crate::kernels::NormKind;
 
 /// A graph's dispatches and what the memory planner must know of the fusions among them.
 pub(crate) struct Planned {
@@ -670,8 +670,8 @@ fn read_before(g: &Graph, parts: &[TensorId], anchor: TensorId) -> bool {
 mod tests {
     use wgllm_core::{DType, Graph};
 
+    use crate::kernels::Kernel;
     use crate::ops::planned_kernels;
-    use crate::shaders::Kernel;
 
     /// A QK-norm layer's q and k norms × weights plan as one `norm.wgsl` PAIR dispatch; with
     /// other epsilons, as two.

@@ -10,7 +10,9 @@ use super::rows::QUANTS;
 use super::{windows, Ctx, Dispatch, Operand, ABSENT, SCRATCH};
 use crate::config::{Int8Activations, INT8_MIN_WEIGHT_BYTES};
 use crate::device::Capabilities;
-use crate::shaders::{Kernel, PipelineKey, VecEpilogue, VecSlots, OP_WORDS};
+use crate::kernels::{
+    int8_activations, job_units, Kernel, PipelineKey, VecEpilogue, VecSlots, OP_WORDS,
+};
 
 /// Invocations per mul_mat workgroup (a power of two: the reduction halves it).
 const WG: u32 = 64;
@@ -123,37 +125,13 @@ pub(super) fn unit_path(ctx: &Ctx, a: &Operand, b: &Operand) -> bool {
     f32_ok && weight_ok && la.ne[0].is_multiple_of(32)
 }
 
-/// Units of 32 a lane of the int8 mat-vec takes at a time (`jobq` in `quant_part.wgsl`): two
-/// for the K formats, whose units pair up on the same quant bytes; one for the rest.
-pub(crate) fn job_units(a: DType) -> u64 {
-    match a {
-        DType::Q4_K | DType::Q5_K | DType::Q6_K => 2,
-        _ => 1,
-    }
-}
-
-/// Weight dtypes whose mat-vec can take int8 activations and integer dot products (`partq` in
-/// `quant_part.wgsl`): decoding eight floats per part and row makes the float path bound by
-/// instruction issue, not by weight bytes (bench/results/HISTORY.md, "int8 activation weights").
-/// The activations are rounded to int8 per 32 values (`quant_act.wgsl`), as ggml's
-/// CPU and CUDA backends round them to q8_0/q8_1 for the same weights: NMSE ~1e-5 against f32.
-pub(crate) fn int8_activations(a: DType) -> bool {
-    matches!(
-        a,
-        DType::Q4_0
-            | DType::Q4_1
-            | DType::Q5_0
-            | DType::Q5_1
-            | DType::Q8_0
-            | DType::Q4_K
-            | DType::Q5_K
-            | DType::Q6_K
-    )
-}
-
 /// Whether a mat-vec over weights of `a` holding `bytes` (all its weights) takes int8
 /// activations from [`quant_act`]: the device's [`Int8Activations`] policy, a weight with an
 /// integer decoder, activations `x` without batches (quant_act's columns are dim 1 only).
+/// Decoding eight floats per part and row makes the float path bound by instruction issue, not
+/// by weight bytes (bench/results/HISTORY.md, "int8 activation weights"); the activations are
+/// rounded to int8 per 32 values, as ggml's CPU and CUDA backends round them to q8_0/q8_1 for
+/// the same weights: NMSE ~1e-5 against f32.
 fn q8x(ctx: &Ctx, a: DType, bytes: u64, x: &Operand) -> bool {
     // q8_0's float path is already bound by its weight bytes, not by decoding: int8 would only
     // add the rounding dispatch (bench/results/HISTORY.md, "int8 activations for q8_0").
@@ -285,7 +263,7 @@ fn vec_key(
 }
 
 /// `key` (a mat-vec's) with its weights bound read-only when every weight operand (the slots
-/// [`crate::shaders::read_only`] gives) is a weight leaf and no other operand of the dispatch
+/// [`crate::kernels::read_only`] gives) is a weight leaf and no other operand of the dispatch
 /// shares its buffer (a weight's buffer holds only it), and bound as vec4s (`wv4`) when the
 /// int8 path of q4_K or q5_K reads them and every weight row starts on a 16-byte boundary (the
 /// arena and the binding windows start on the storage offset alignment, a multiple of 16).
@@ -296,7 +274,7 @@ fn bind_weights(ctx: &Ctx, mut key: PipelineKey, operands: &[Operand]) -> Pipeli
         }
     };
     set(&mut key, true);
-    let mask = crate::shaders::read_only(&key);
+    let mask = crate::kernels::read_only(&key);
     let root =
         |o: &Operand| (o.tensor != SCRATCH && o.tensor != ABSENT).then(|| ctx.graph.root(o.tensor));
     let (ro, rw): (Vec<_>, Vec<_>) = (0..operands.len()).partition(|k| mask & (1 << k) != 0);

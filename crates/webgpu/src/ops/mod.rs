@@ -45,14 +45,11 @@ mod matmul;
 #[cfg(test)]
 pub(crate) use matmul::tests::{caps as test_caps, planned_kernels};
 pub(crate) use matmul::{coop_f16, COOP_MIN_N};
-pub(crate) use matmul::{int8_activations, job_units};
 mod moe;
 mod nn;
 mod reduce;
 mod rows;
 mod sample;
-pub(crate) use moe::ROUTER_MAX_EXPERTS;
-pub(crate) use sample::MAX_K as SAMPLE_MAX_K;
 mod seq;
 mod shape;
 mod top_k;
@@ -62,7 +59,7 @@ use wgllm_core::graph::dtypes_str;
 use wgllm_core::{DType, Error, Graph, Layout, Node, Op, Result, TensorId};
 
 use crate::device::Capabilities;
-use crate::shaders::{unit_bytes, wgsl_elem, NormKind, PipelineKey, OP_WORDS};
+use crate::kernels::{unit_bytes, wgsl_elem, NormKind, PipelineKey, OP_WORDS};
 
 /// Invocations per workgroup of the element-wise kernels.
 const WG_ELEMENTWISE: u32 = 256;

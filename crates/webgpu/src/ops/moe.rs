@@ -14,8 +14,7 @@ use wgllm_core::{DType, Result};
 
 use super::rows::QUANTS;
 use super::{windows, Ctx, Dispatch, Operand, MAX_GROUPS_PER_DIM};
-use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
-use crate::variants::Family;
+use crate::kernels::{Kernel, PipelineKey, OP_WORDS, ROUTER_MAX_EXPERTS};
 
 /// (Slot, token) columns per expert, on average, from which mul_mat_id runs the tiled kernels:
 /// the mat-vec reads an expert's weights once per column routed to it, a tile once per 64, but
@@ -24,10 +23,8 @@ use crate::variants::Family;
 const TILED_COLS_PER_EXPERT: u64 = 8;
 /// Invocations of a `moe_route.wgsl` workgroup.
 const ROUTE_WG: u32 = 256;
-/// The most experts `moe_router.wgsl` holds in workgroup memory (three words each: 12 KiB of
-/// WebGPU's default 16), and its invocations: one per expert for Qwen3-30B-A3B's 128 (each
-/// ranks its experts against all of them).
-pub(crate) const ROUTER_MAX_EXPERTS: u32 = 1024;
+/// Invocations of `moe_router.wgsl`: one per expert for Qwen3-30B-A3B's 128 (each ranks its
+/// experts against all of them).
 const ROUTER_WG: u32 = 128;
 
 /// Invocations per workgroup (a power of two: the reduction halves it).
@@ -35,7 +32,7 @@ const WG: u32 = 64;
 
 fn key(a: DType, b: DType) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Family(Family::MulMatId),
+        kernel: Kernel::MulMatId,
         dtypes: vec![a, b, DType::I32, DType::F32],
         wg: WG,
     }
@@ -91,7 +88,7 @@ pub(super) fn routes_tiled(ctx: &Ctx) -> Result<bool> {
 
 fn route_key() -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Family(Family::MoeRoute),
+        kernel: Kernel::MoeRoute,
         dtypes: vec![DType::I32, DType::I32],
         wg: ROUTE_WG,
     }
@@ -134,7 +131,7 @@ fn mul_mat_id_tiled(ctx: &Ctx) -> Result<Option<Vec<Dispatch>>> {
 
 fn sum_key(residual: bool) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Family(Family::MoeSum { residual }),
+        kernel: Kernel::MoeSum { residual },
         dtypes: vec![DType::F32; 3 + usize::from(residual)],
         wg: super::WG_ELEMENTWISE,
     }
@@ -169,7 +166,7 @@ pub(super) fn expert_sum(
 
 fn router_key(subgroups: bool) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Family(Family::MoeRouter { subgroups }),
+        kernel: Kernel::MoeRouter { subgroups },
         dtypes: vec![DType::F32, DType::I32, DType::F32],
         wg: ROUTER_WG,
     }
@@ -232,9 +229,8 @@ mod tests {
     use wgllm_core::op::{BinaryOp, GluOp};
     use wgllm_core::{DType, Graph};
 
+    use crate::kernels::{Kernel, VecEpilogue};
     use crate::ops::planned_kernels;
-    use crate::shaders::{Kernel, VecEpilogue};
-    use crate::variants::Family;
 
     /// `moe_ffn`'s weighting and sum of 8 experts' outputs, and the residual added to it,
     /// plans as one `moe_sum.wgsl` dispatch; with a slot's view also an output, as the mul
@@ -267,7 +263,7 @@ mod tests {
             }
             planned_kernels(&g)
         };
-        let sum = |residual| vec![Kernel::Family(Family::MoeSum { residual })];
+        let sum = |residual| vec![Kernel::MoeSum { residual }];
         assert_eq!(kernels(false, false), sum(false));
         assert_eq!(kernels(false, true), sum(true));
         assert_eq!(kernels(true, false).len(), 8);
@@ -297,7 +293,7 @@ mod tests {
             }
             planned_kernels(&g)
         };
-        let router = vec![Kernel::Family(Family::MoeRouter { subgroups: true })];
+        let router = vec![Kernel::MoeRouter { subgroups: true }];
         assert_eq!(kernels(true, false), router);
         assert_eq!(kernels(false, false), router);
         assert_eq!(kernels(true, true).len(), 5);

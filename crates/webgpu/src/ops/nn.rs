@@ -7,7 +7,7 @@ use wgllm_core::op::{GluOp, RopeMode, RopeParams};
 use wgllm_core::{DType, Layout, Result};
 
 use super::{words, Ctx, Dispatch, Operand, WG_ELEMENTWISE};
-use crate::shaders::{Kernel, NormKind, PipelineKey, OP_WORDS};
+use crate::kernels::{Kernel, NormKind, PipelineKey, OP_WORDS};
 
 /// Invocations per workgroup of the one-workgroup-per-row kernels. A decode step normalizes a
 /// single row with one workgroup, whose loop over the row is latency-bound: 256 lanes cut a

@@ -7,8 +7,8 @@ use wgllm_core::op::SortOrder;
 use wgllm_core::{DType, Result};
 
 use super::{Ctx, Dispatch};
-use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
-use crate::variants::{Family, ReduceKind};
+use crate::kernels::ReduceKind;
+use crate::kernels::{Kernel, PipelineKey, OP_WORDS};
 
 /// Invocations per workgroup (a power of two: the reductions halve it).
 const WG: u32 = 256;
@@ -21,7 +21,7 @@ fn key(kind: ReduceKind) -> PipelineKey {
         _ => DType::F32,
     };
     PipelineKey {
-        kernel: Kernel::Family(Family::Reduce(kind)),
+        kernel: Kernel::Reduce(kind),
         dtypes: vec![DType::F32, out],
         wg: WG,
     }

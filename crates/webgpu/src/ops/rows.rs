@@ -5,7 +5,7 @@
 use wgllm_core::{DType, Result};
 
 use super::{windows, Ctx, Dispatch, WG_ELEMENTWISE};
-use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
+use crate::kernels::{Kernel, PipelineKey, OP_WORDS};
 
 /// Block-quantized dtypes `quant.wgsl` decodes.
 pub(crate) const QUANTS: [DType; 21] = [

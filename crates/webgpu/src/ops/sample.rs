@@ -5,17 +5,14 @@
 use wgllm_core::{DType, Result};
 
 use super::{Ctx, Dispatch};
-use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
-use crate::variants::Family;
+use crate::kernels::{Kernel, PipelineKey, OP_WORDS, SAMPLE_MAX_K as MAX_K};
 
 /// Invocations per workgroup (they load the candidates and compute the exps).
 const WG: u32 = 64;
-/// Most candidates a row may have (the kernel's workgroup arrays).
-pub(crate) const MAX_K: u32 = 256;
 
 fn key() -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Family(Family::Sample),
+        kernel: Kernel::Sample,
         dtypes: vec![DType::F32, DType::I32, DType::F32, DType::I32],
         wg: WG,
     }

@@ -5,12 +5,12 @@
 use wgllm_core::{DType, Layout, Result};
 
 use super::{Ctx, Dispatch, Operand, WG_ELEMENTWISE};
-use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
-use crate::variants::{Family, SeqKind};
+use crate::kernels::SeqKind;
+use crate::kernels::{Kernel, PipelineKey, OP_WORDS};
 
 fn key(kind: SeqKind, dtypes: Vec<DType>) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Family(Family::Seq(kind)),
+        kernel: Kernel::Seq(kind),
         dtypes,
         wg: WG_ELEMENTWISE,
     }
@@ -186,7 +186,7 @@ fn ssm_scan_key() -> PipelineKey {
     let mut dtypes = vec![DType::F32; 8];
     dtypes[6] = DType::I32;
     PipelineKey {
-        kernel: Kernel::Family(Family::Seq(SeqKind::SsmScan)),
+        kernel: Kernel::Seq(SeqKind::SsmScan),
         dtypes,
         wg: WG_SCAN,
     }
@@ -194,7 +194,7 @@ fn ssm_scan_key() -> PipelineKey {
 
 fn gdn_key(s: u32) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Family(Family::Seq(SeqKind::GatedDeltaNet)),
+        kernel: Kernel::Seq(SeqKind::GatedDeltaNet),
         dtypes: vec![DType::F32; 7],
         wg: s,
     }

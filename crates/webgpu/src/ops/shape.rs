@@ -9,12 +9,12 @@ use wgllm_core::{DType, Layout, Result};
 
 use super::elementwise::{map_key, COPY};
 use super::{words, Ctx, Dispatch, Operand, WG_ELEMENTWISE};
-use crate::shaders::{Kernel, PipelineKey, OP_WORDS};
-use crate::variants::{Family, Interp, ShapeKind};
+use crate::kernels::{Interp, ShapeKind};
+use crate::kernels::{Kernel, PipelineKey, OP_WORDS};
 
 fn shape_key(kind: ShapeKind, dtypes: Vec<DType>) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Family(Family::Shape(kind)),
+        kernel: Kernel::Shape(kind),
         dtypes,
         wg: WG_ELEMENTWISE,
     }
@@ -22,7 +22,7 @@ fn shape_key(kind: ShapeKind, dtypes: Vec<DType>) -> PipelineKey {
 
 fn upscale_key(interp: Interp, dtype: DType) -> PipelineKey {
     PipelineKey {
-        kernel: Kernel::Family(Family::Upscale(interp)),
+        kernel: Kernel::Upscale(interp),
         dtypes: vec![dtype, dtype],
         wg: WG_ELEMENTWISE,
     }

@@ -5,7 +5,7 @@
 use wgllm_core::{DType, Result};
 
 use super::{Ctx, Dispatch, Operand};
-use crate::shaders::{Kernel, PipelineKey, TopKStage, OP_WORDS};
+use crate::kernels::{Kernel, PipelineKey, TopKStage, OP_WORDS};
 
 /// Invocations per workgroup (the radix select's 256 bins, one each).
 const WG_SELECT: u32 = 256;

@@ -640,7 +640,7 @@ fn mul_mat_cases(out: &mut Vec<Case>) {
     // hide below the int8 tolerance with random activations.
     for wt in QUANTS
         .into_iter()
-        .filter(|&d| crate::ops::int8_activations(d))
+        .filter(|&d| crate::kernels::int8_activations(d))
     {
         let k = wt.block_size() as u64 * 2;
         for n in [1u64, 3] {

@@ -4,8 +4,7 @@ use bytes::Bytes;
 use wgllm_core::{DType, Graph};
 
 use super::Capabilities;
-use crate::shaders::{Kernel, VecEpilogue};
-use crate::variants::Family;
+use crate::kernels::{Kernel, VecEpilogue};
 
 /// A device with cooperative matrices (16 × 16 × 16, f16 × f16 + f32) enabled or not,
 /// subgroups of `sg` and `wg_bytes` of workgroup memory.
@@ -445,7 +444,7 @@ fn mul_mat_id_runs_the_mat_vec_per_expert_column() {
             ..
         }
     ));
-    assert!(matches!(plan(DType::F32, 33).0, Kernel::Family(_)));
+    assert!(matches!(plan(DType::F32, 33).0, Kernel::MulMatId));
 }
 
 /// mul_mat_id rounds its activations to int8 as mul_mat does, by the bytes of the experts a
@@ -490,7 +489,7 @@ fn mul_mat_id_routes_prefill_columns_to_the_tiled_kernels() {
             .map(|d| (d.key.kernel, d.groups))
             .collect::<Vec<_>>()
     };
-    let route = (Kernel::Family(Family::MoeRoute), [17, 1, 1]);
+    let route = (Kernel::MoeRoute, [17, 1, 1]);
     let coop = Kernel::MulMatCoop { bn: 64, id: true };
     assert_eq!(plan(true, 32), vec![route, (coop, [2, 1, 17])]);
     let tiled = Kernel::MulMatTiled { bm: 64, id: true };

@@ -9,7 +9,7 @@ use super::{
     bind_weights, cpu_lanes, product_words, q8x, quant_act, unit_decoded, unit_path, vec_key,
     vec_rpw, weight_bytes,
 };
-use crate::shaders::VecEpilogue;
+use crate::kernels::VecEpilogue;
 
 /// A mul_mat_id (`srcs = [experts, b, ids]`, its context) through `mul_mat_vec.wgsl`'s ID:
 /// one workgroup column per (expert slot, token), each reading only its expert's rows, decoded
