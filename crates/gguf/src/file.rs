@@ -115,25 +115,9 @@ pub fn in_use(path: &Path) -> std::io::Result<bool> {
 }
 
 impl GgufFile {
-    /// Maps the file at `path` into memory and parses it (not in the browser, which has no files:
-    /// use [`GgufFile::from_bytes`]).
-    #[cfg(not(target_arch = "wasm32"))]
-    ///
-    /// The mapping is shared by every [`Bytes`] handed out by [`GgufFile::tensor_bytes`] and lives
-    /// until the last of them is dropped.
-    ///
-    /// A model split over several files (`NAME-00001-of-0000N.gguf`, as llama.cpp's
-    /// `gguf-split` writes them) opens from its first file: the others are found beside it and
-    /// their tensors join its own (`crate::split`).
-    pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
-        let path = path.as_ref();
-        let first = GgufFile::open_one(path)?;
-        crate::split::join(path, first, GgufFile::open_one)
-    }
-
     /// One file, mapped and parsed.
     #[cfg(not(target_arch = "wasm32"))]
-    fn open_one(path: &Path) -> Result<GgufFile> {
+    pub(crate) fn open_one(path: &Path) -> Result<GgufFile> {
         let open_err = |cause| GgufError::Open {
             path: path.to_owned(),
             cause,

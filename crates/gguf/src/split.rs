@@ -35,9 +35,28 @@ pub fn part_name(prefix: &str, part: u32, count: u32) -> String {
     format!("{prefix}-{part:05}-of-{count:05}.gguf")
 }
 
+impl GgufFile {
+    /// Maps the file at `path` into memory and parses it (not in the browser, which has no files:
+    /// use [`GgufFile::from_bytes`]).
+    ///
+    /// The mapping is shared by every `Bytes` handed out by [`GgufFile::tensor_bytes`] and lives
+    /// until the last of them is dropped.
+    ///
+    /// A model split over several files (`NAME-00001-of-0000N.gguf`, as llama.cpp's
+    /// `gguf-split` writes them) opens from its first file: the others are found beside it and
+    /// their tensors join its own.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open(path: impl AsRef<Path>) -> Result<GgufFile, GgufError> {
+        let path = path.as_ref();
+        let first = GgufFile::open_one(path)?;
+        join(path, first, GgufFile::open_one)
+    }
+}
+
 /// `first`, opened from `path`, with the tensors of its other parts when it is the first file of
 /// a split model (each opened by `open`); a file that is not split as it is.
-pub(crate) fn join(
+#[cfg(not(target_arch = "wasm32"))]
+fn join(
     path: &Path,
     mut first: GgufFile,
     open: impl Fn(&Path) -> Result<GgufFile, GgufError>,

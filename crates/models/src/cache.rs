@@ -503,19 +503,18 @@ mod tests {
 
     #[test]
     fn the_hugging_face_tools_cache_is_listed_and_removed_from() {
-        use crate::hf::HfSpec;
-        use crate::hub_cache::Target;
+        use crate::hf::{hub_target, HfSpec};
         let d = scratch("hub");
         let hub = d.join("hub");
         let bytes = llama_gguf(&LlamaShape::TINY, DType::Q8_0, 1).unwrap();
         let spec = HfSpec::parse("hf:o/r/sub/m.gguf").unwrap();
-        let t = Target::new(&hub, &spec, "c0ffee", &"ab".repeat(32));
+        let t = hub_target(&hub, &spec, "c0ffee", &"ab".repeat(32));
         std::fs::create_dir_all(t.blob.parent().unwrap()).unwrap();
         std::fs::write(&t.blob, &bytes).unwrap();
         t.publish().unwrap();
         // The same blob at a second revision, a tag.
         let tagged = HfSpec::parse("hf:o/r/sub/m.gguf@v1").unwrap();
-        let t2 = Target::new(&hub, &tagged, "beef", &"ab".repeat(32));
+        let t2 = hub_target(&hub, &tagged, "beef", &"ab".repeat(32));
         t2.publish().unwrap();
         let k = known();
         let l = list(&d.join("ours"), Some(&hub), &k).unwrap();

@@ -662,7 +662,7 @@ pub fn fetch(
     // Into the Hugging Face tools' layout when the Hub names the commit and the sha256 (as
     // the Hub does), else into ours.
     let target = match (&hub.hub_cache, &remote.commit, &remote.sha256) {
-        (Some(h), Some(commit), Some(sha)) => Some(Target::new(h, spec, commit, sha)),
+        (Some(h), Some(commit), Some(sha)) => Some(hub_target(h, spec, commit, sha)),
         _ => None,
     };
     let (dest, part_path) = match &target {
@@ -761,6 +761,25 @@ pub fn fetch(
         len,
         sha256,
     })
+}
+
+/// Where `spec`'s file, whose content is `sha256`, goes in the Hugging Face cache at `hub_cache`
+/// at `commit`: `models--OWNER--REPO/{blobs,snapshots,refs}`.
+pub(crate) fn hub_target(hub_cache: &Path, spec: &HfSpec, commit: &str, sha256: &str) -> Target {
+    let repo = hub_cache.join(format!("models--{}--{}", spec.owner, spec.repo));
+    let mut link = repo.join("snapshots").join(commit);
+    link.extend(spec.file.split('/'));
+    let reference = (spec.revision != commit).then(|| {
+        let mut r = repo.join("refs");
+        r.extend(spec.revision.split('/'));
+        r
+    });
+    Target {
+        blob: repo.join("blobs").join(sha256.to_ascii_lowercase()),
+        link,
+        reference,
+        commit: commit.to_string(),
+    }
 }
 
 /// The tools' snapshot entry for a complete blob, and its ref; an older copy in wgllm's own

@@ -6,8 +6,6 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::hf::HfSpec;
-
 /// Where one downloaded file goes in the cache at `hub_cache`.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -20,30 +18,7 @@ pub struct Target {
     pub commit: String,
 }
 
-/// `models--OWNER--REPO` under `hub_cache`.
-pub fn repo_dir(hub_cache: &Path, spec: &HfSpec) -> PathBuf {
-    hub_cache.join(format!("models--{}--{}", spec.owner, spec.repo))
-}
-
 impl Target {
-    /// The places of `spec`'s file, whose content is `sha256`, at `commit`.
-    pub fn new(hub_cache: &Path, spec: &HfSpec, commit: &str, sha256: &str) -> Target {
-        let repo = repo_dir(hub_cache, spec);
-        let mut link = repo.join("snapshots").join(commit);
-        link.extend(spec.file.split('/'));
-        let reference = (spec.revision != commit).then(|| {
-            let mut r = repo.join("refs");
-            r.extend(spec.revision.split('/'));
-            r
-        });
-        Target {
-            blob: repo.join("blobs").join(sha256.to_ascii_lowercase()),
-            link,
-            reference,
-            commit: commit.to_string(),
-        }
-    }
-
     /// Where the blob is written until it is complete (huggingface_hub's name for it).
     pub fn incomplete(&self) -> PathBuf {
         let mut name = self.blob.file_name().unwrap_or_default().to_os_string();
