@@ -5,11 +5,12 @@
 //! Sampling defaults are llama-server's (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05);
 //! `max_tokens` defaults to what is left of the slot's context after the prompt.
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 use wgllm_models::sampler::SamplerConfig;
 use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
 
 use crate::error::ApiError;
+use crate::fields::{kind, Fields};
 use crate::structured::{self, ToolUse};
 use wgllm_structured::Grammar;
 
@@ -378,83 +379,5 @@ fn completion_prompt(f: &Fields<'_>, tok: &Tokenizer) -> Result<Vec<u32>, ApiErr
             )),
         },
         Some(v) => Err(bad(format!("'prompt' must be a string, got {}", kind(v)))),
-    }
-}
-
-/// JSON type name for errors.
-pub(crate) use wgllm_structured::request::kind;
-
-/// Typed access to optional fields (`null` counts as absent).
-pub(crate) struct Fields<'a>(&'a Map<String, Value>);
-
-impl Fields<'_> {
-    pub(crate) fn get(&self, k: &str) -> Option<&Value> {
-        self.0.get(k).filter(|v| !v.is_null())
-    }
-
-    fn number(&self, k: &str, lo: f64, hi: f64) -> Result<Option<f32>, ApiError> {
-        let Some(v) = self.get(k) else {
-            return Ok(None);
-        };
-        let x = v.as_f64().ok_or_else(|| {
-            ApiError::bad_param(k, format!("'{k}' must be a number, got {}", kind(v)))
-        })?;
-        if !(lo..=hi).contains(&x) {
-            return Err(ApiError::bad_param(
-                k,
-                format!("'{k}' must be between {lo} and {hi}, got {x}"),
-            ));
-        }
-        Ok(Some(x as f32))
-    }
-
-    fn integer(&self, k: &str, lo: i64, hi: i64) -> Result<Option<i64>, ApiError> {
-        let Some(v) = self.get(k) else {
-            return Ok(None);
-        };
-        let x = match v {
-            Value::Number(n) => n.as_i64().or_else(|| n.as_u64().map(|u| u as i64)),
-            _ => None,
-        }
-        .ok_or_else(|| {
-            ApiError::bad_param(k, format!("'{k}' must be an integer, got {}", kind_num(v)))
-        })?;
-        if !(lo..=hi).contains(&x) {
-            return Err(ApiError::bad_param(
-                k,
-                format!("'{k}' must be between {lo} and {hi}, got {x}"),
-            ));
-        }
-        Ok(Some(x))
-    }
-
-    pub(crate) fn boolean(&self, k: &str) -> Result<Option<bool>, ApiError> {
-        match self.get(k) {
-            None => Ok(None),
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(v) => Err(ApiError::bad_param(
-                k,
-                format!("'{k}' must be a boolean, got {}", kind(v)),
-            )),
-        }
-    }
-
-    fn string(&self, k: &str) -> Result<Option<&str>, ApiError> {
-        match self.get(k) {
-            None => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s)),
-            Some(v) => Err(ApiError::bad_param(
-                k,
-                format!("'{k}' must be a string, got {}", kind(v)),
-            )),
-        }
-    }
-}
-
-/// Like [`kind`], telling a fractional number apart.
-fn kind_num(v: &Value) -> String {
-    match v {
-        Value::Number(n) => format!("the number {n}"),
-        other => kind(other).to_string(),
     }
 }

@@ -16,6 +16,7 @@
 pub mod api;
 pub mod embed;
 pub mod error;
+mod fields;
 pub mod guard;
 mod listen;
 pub mod metrics;

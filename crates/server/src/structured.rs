@@ -9,8 +9,8 @@ use wgllm_models::tokenizer::{ChatMessage, Tokenizer};
 use wgllm_structured::tools::{self, Tool, ToolChoice, ToolFormat};
 use wgllm_structured::{request, Grammar};
 
-use crate::api::{kind, Fields};
 use crate::error::ApiError;
+use crate::fields::{kind, Fields};
 
 /// How a chat request uses tools: the reply is parsed for calls in `format`.
 #[derive(Clone, Debug, PartialEq)]
