@@ -8,7 +8,7 @@ use wgllm_models::tokenizer::Tokenizer;
 use wgllm_models::Session;
 use wgllm_structured::Constraint;
 
-use crate::engine::WebError;
+use crate::error::WebError;
 
 /// Generates up to `max_tokens` after `prompt` under `constraint`, calling `on_text` with each
 /// piece (`false` stops). Ends when the grammar is complete (as `EndOfGeneration`), at an

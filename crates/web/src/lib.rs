@@ -24,6 +24,7 @@
 
 mod constrained;
 pub mod engine;
+mod error;
 pub mod ops;
 
 #[cfg(target_arch = "wasm32")]

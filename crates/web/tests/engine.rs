@@ -304,7 +304,7 @@ fn the_context_length_applies_to_the_next_load() {
     let mut e = pollster::block_on(common::engine(Device::Cpu));
     assert!(matches!(
         e.set_context_length(0),
-        Err(WebError::BadContext(0))
+        Err(WebError::BadContext { asked: 0, .. })
     ));
     assert!(e
         .set_context_length(wgllm_web::engine::MAX_CTX + 1)
