@@ -15,6 +15,8 @@ pub mod lang;
 pub mod mel;
 pub mod model;
 #[cfg(not(target_arch = "wasm32"))]
+pub mod open;
+#[cfg(not(target_arch = "wasm32"))]
 pub mod pull;
 pub mod synth;
 pub mod transcribe;

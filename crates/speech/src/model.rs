@@ -6,9 +6,6 @@
 //! strings (GPT-2's alphabet) in `tokenizer.ggml.tokens`, and the tensors under whisper.cpp's
 //! names (`encoder.conv1.weight`, `decoder.blocks.0.cross_attn.query.weight`, ...).
 
-#[cfg(not(target_arch = "wasm32"))]
-use std::path::Path;
-
 use wgllm_gguf::GgufFile;
 use wgllm_models::tokenizer::decode_byte_level;
 
@@ -307,22 +304,6 @@ fn split_words(b: &[u8]) -> Vec<&[u8]> {
     words
 }
 
-/// Whether the file at `path` is a Whisper model: whisper.cpp's format, or a GGUF of
-/// architecture `whisper` (only the header is read).
-#[cfg(not(target_arch = "wasm32"))]
-pub fn is_whisper_file(path: &Path) -> bool {
-    let mut head = [0u8; 4];
-    let read =
-        std::fs::File::open(path).and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head));
-    if read.is_err() {
-        return false;
-    }
-    if crate::ggml_bin::is_ggml_bin(&head) {
-        return true;
-    }
-    GgufFile::open(path).is_ok_and(|f| f.architecture().is_ok_and(|a| a == "whisper"))
-}
-
 /// A loaded Whisper model.
 pub struct WhisperModel {
     pub file: GgufFile,
@@ -332,27 +313,6 @@ pub struct WhisperModel {
 }
 
 impl WhisperModel {
-    /// Reads a GGUF file or a whisper.cpp `ggml-*.bin`.
-    #[cfg(not(target_arch = "wasm32"))]
-    pub fn open(path: &Path) -> Result<WhisperModel, SpeechError> {
-        let io = |err| SpeechError::Io {
-            path: path.display().to_string(),
-            err,
-        };
-        let mut head = [0u8; 4];
-        {
-            use std::io::Read;
-            let mut fh = std::fs::File::open(path).map_err(io)?;
-            fh.read_exact(&mut head).map_err(io)?;
-        }
-        let file = if crate::ggml_bin::is_ggml_bin(&head) {
-            crate::ggml_bin::to_gguf(&std::fs::read(path).map_err(io)?)?
-        } else {
-            GgufFile::open(path)?
-        };
-        WhisperModel::from_gguf(file)
-    }
-
     /// The model of a GGUF file already read.
     pub fn from_gguf(file: GgufFile) -> Result<WhisperModel, SpeechError> {
         let config = WhisperConfig::from_gguf(&file)?;

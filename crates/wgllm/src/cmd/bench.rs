@@ -538,7 +538,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
         bail!("nothing to measure: every -p and -n is 0");
     }
     let path = super::pull::resolve_model(args.model.as_deref(), &args.hub)?;
-    if wgllm_speech::model::is_whisper_file(&path) {
+    if wgllm_speech::open::is_whisper_file(&path) {
         let name = path.file_name().map_or_else(
             || path.display().to_string(),
             |n| n.to_string_lossy().into(),

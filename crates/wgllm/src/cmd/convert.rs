@@ -46,7 +46,7 @@ fn convert_whisper(args: &Args, out: &mut impl Write) -> Result<()> {
             "a Whisper model is written with its weights as stored (a CTranslate2 folder also as f32); --type {t} is not offered for it"
         ),
     };
-    if wgllm_speech::model::is_whisper_file(&args.dir) && !is_ggml(&args.dir) {
+    if wgllm_speech::open::is_whisper_file(&args.dir) && !is_ggml(&args.dir) {
         if f32 || args.out.extension().is_none_or(|e| e != "bin") {
             bail!("a Whisper GGUF converts to whisper.cpp's format: give -o NAME.bin (weights as stored)");
         }
@@ -93,7 +93,7 @@ fn is_whisper_source(path: &std::path::Path) -> bool {
     if path.is_dir() {
         return path.join("model.bin").exists() && path.join("vocabulary.txt").exists();
     }
-    wgllm_speech::model::is_whisper_file(path)
+    wgllm_speech::open::is_whisper_file(path)
 }
 
 /// Converts and reports what was written.

@@ -244,7 +244,7 @@ pub fn run(args: &Args, out: &mut impl Write) -> Result<()> {
     }
     let http = args.http.config()?;
     let path = super::pull::resolve_model(args.model.as_deref(), &args.hub)?;
-    if wgllm_speech::model::is_whisper_file(&path) {
+    if wgllm_speech::open::is_whisper_file(&path) {
         return serve_speech(args, http, &path, out);
     }
     let t0 = Instant::now();
