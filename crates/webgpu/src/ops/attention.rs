@@ -392,27 +392,7 @@ fn plan(
     let (q, k, v, dst) = (ctx.src(0)?, ctx.src(1)?, ctx.src(2)?, ctx.out());
     let mask = ctx.node.opt_src(3).map(|_| ctx.src(3)).transpose()?;
     let sinks = ctx.node.opt_src(4).map(|_| ctx.src(4)).transpose()?;
-    ctx.require(
-        q.dtype == DType::F32
-            && KV.contains(&k.dtype)
-            && KV.contains(&v.dtype)
-            && mask
-                .as_ref()
-                .is_none_or(|m| matches!(m.dtype, DType::F32 | DType::F16))
-            && sinks.as_ref().is_none_or(|s| s.dtype == DType::F32)
-            && dst.dtype == DType::F32,
-        "f32 q and sinks; f32, f16, bf16, q8_0 or q4_0 K/V; f32 or f16 mask",
-    )?;
-    let mut dtypes = vec![k.dtype, v.dtype];
-    dtypes.extend(mask.as_ref().map(|m| m.dtype));
-    ctx.require_f16(&dtypes)?;
-    let (d, dv) = (k.layout.ne[0], v.layout.ne[0]);
-    let whole_blocks = |o: &Operand, n: u64| n.is_multiple_of(o.dtype.block_size() as u64);
-    if d > MAX_HEAD || dv > MAX_HEAD || !whole_blocks(&k, d) || !whole_blocks(&v, dv) {
-        return Err(ctx.unsupported(format!(
-            "head sizes d = {d}, dv = {dv}: at most {MAX_HEAD}, whole blocks for quantized K/V"
-        )));
-    }
+    let (d, dv) = check(ctx, &q, &k, &v, mask.as_ref(), sinks.as_ref(), &dst)?;
     let n_head = q.layout.ne[2];
     let n_head_log2 = 1u64 << n_head.max(1).ilog2();
     let m0 = 2f32.powf(-max_bias / n_head_log2 as f32);
@@ -454,70 +434,25 @@ fn plan(
         let operands = unsplit_operands([q, k, v], mask, sinks, dst);
         return unsplit(ctx, key, operands, op, groups).map(Some);
     }
-    // The vec kernel sums across octets of lanes: through subgroup shuffles with subgroups of 8
-    // to WG_VEC lanes, else through workgroup memory (browsers, whose WGSL cannot enable
-    // subgroups yet). Without subgroups it still beats `flash_attn.wgsl` on decode, unsplit and
-    // split (bench/results/HISTORY.md, "vec kernel without subgroups").
-    let lanes_least = if cpu { CPU_VEC_SHAPE.0 } else { WG_VEC };
-    let subgroups = ctx.caps.subgroups
-        && ctx.caps.subgroup_min_size >= 8
-        && ctx.caps.subgroup_max_size <= lanes_least;
-    let vec =
-        (q.layout.ne[1] <= VEC_MAX_Q || cpu) && vec_reads(ctx, &k, d) && vec_reads(ctx, &v, dv);
-    // Query heads per workgroup: the most that share a K head and a V head.
-    let r = gcd(rk, rv).max(1);
-    let max_out = match n_kv <= VEC_SHORT_KV {
-        true => VEC_MAX_OUT / 2,
-        false => VEC_MAX_OUT,
-    };
-    // Unsplit caches take one head a workgroup: more workgroups walk the keys side by side
-    // (their K/V rows are read once per head, from L2 after the first). Split ones the most
-    // heads that share K/V, within `max_out`, fewer where the device lacks the workgroup memory
-    // (the octet sums without subgroups take lanes · heads · keys floats).
-    let heads_ok = |g: u64| r.is_multiple_of(g) && n_head.is_multiple_of(g) && g * dv <= max_out;
-    let candidates: Vec<u64> = match n_kv <= VEC_UNSPLIT_KV {
-        true => vec![1],
-        false => (1..=VEC_MAX_HEADS).rev().filter(|&g| heads_ok(g)).collect(),
-    };
-    // The kernel's shape: the first the device has room for, else no vec kernel.
-    let mask_heads = mask.as_ref().is_some_and(|m| m.layout.ne[2] > 1) || max_bias > 0.0;
-    let room = u64::from(ctx.caps.limits.max_compute_workgroup_storage_size);
-    let most = ctx.caps.limits.max_compute_invocations_per_workgroup;
-    let shaped = |heads: u64, (lanes, keys): (u32, u32), split| {
-        Ok(VecOpts {
-            heads: ctx.items(heads)?,
-            lanes,
-            keys,
-            split,
-            mask_heads,
-            softcap: softcap != 0.0,
-            q8x: false,
-            subgroups,
-        })
-    };
-    let fits = |heads: u64, shape: (u32, u32)| -> Result<bool> {
-        let o = shaped(heads, shape, false)?;
-        Ok(shape.0 <= most && vec_storage(&o, (d, dv), mask.is_some()) <= room)
-    };
-    let split_shape = [(WG_VEC, split_keys(d, n_kv))];
-    let shapes: &[(u32, u32)] = match (n_kv <= VEC_UNSPLIT_KV, subgroups) {
-        _ if cpu => &[CPU_VEC_SHAPE],
-        (true, _) => &VEC_UNSPLIT_SHAPES,
-        (false, true) => &split_shape,
-        (false, false) => &[(WG_VEC, 1)],
-    };
-    let mut pick = None;
-    'pick: for &g in &candidates {
-        for &shape in shapes {
-            let sums = g * u64::from(shape.1);
-            if (subgroups || sums <= VEC_SUMS_WITHOUT_SUBGROUPS) && fits(g, shape)? {
-                pick = Some((g, shape));
-                break 'pick;
-            }
-        }
-    }
-    let vec = vec && pick.is_some();
-    let (heads, (lanes, keys)) = pick.unwrap_or((1, (WG_VEC, VEC_KEYS)));
+    let (vec, shape) = vec_shape(
+        ctx,
+        VecCase {
+            q_rows: q.layout.ne[1],
+            k: &k,
+            v: &v,
+            mask: mask.as_ref(),
+            n_head,
+            r: gcd(rk, rv).max(1),
+            max_bias,
+            softcap,
+        },
+    )?;
+    let (heads, lanes, keys, subgroups) = (
+        u64::from(shape.heads),
+        shape.lanes,
+        shape.keys,
+        shape.subgroups,
+    );
     // Split walks with subgroups are cut in their own steps (32 or 64 keys).
     let vec_step = match subgroups && n_kv > VEC_UNSPLIT_KV && !cpu {
         true => u64::from(lanes / 8 * keys),
@@ -539,7 +474,7 @@ fn plan(
         .min(steps / min_steps)
         .min(u64::from(COMBINE_MAX_SPLITS));
     let (d, dv) = (ctx.items(d)?, ctx.items(dv)?);
-    let opts = |split| shaped(heads, (lanes, keys), split);
+    let opts = |split| -> Result<VecOpts> { Ok(VecOpts { split, ..shape }) };
     if let Some(out) = q8x {
         if !vec || want >= 2 || lanes < dv / 4 {
             return Ok(None);
@@ -574,19 +509,88 @@ fn plan(
         return unsplit(ctx, key, operands, op, groups).map(Some);
     }
     let per = steps.div_ceil(want) * step;
-    let splits = n_kv.div_ceil(per);
-    op[8] = ctx.items(per)?;
-    op[9] = ctx.items(splits)?;
-    let rows = n_rows * n_head;
-    let scratch = Operand::scratch(DType::F32, rows * splits * (u64::from(dv) + 2))?;
     let key = match vec {
         true => vec_key(k.dtype, v.dtype, mask_dtype, false, (d, dv), opts(true)?),
         false => flash_attn_key(k.dtype, v.dtype, mask_dtype, false, d, dv, true),
     };
-    let partials = Dispatch {
+    let split = Split {
         key,
+        splits: n_kv.div_ceil(per),
+        per,
+        groups,
+        rows: n_rows * n_head,
+        n_head,
+        dv,
+    };
+    split_dispatches(ctx, split, [q, k, v], mask, sinks, dst, op).map(Some)
+}
+
+/// The head sizes `(d, dv)` of an attention this planner takes, or why it takes none.
+fn check(
+    ctx: &Ctx,
+    q: &Operand,
+    k: &Operand,
+    v: &Operand,
+    mask: Option<&Operand>,
+    sinks: Option<&Operand>,
+    dst: &Operand,
+) -> Result<(u64, u64)> {
+    ctx.require(
+        q.dtype == DType::F32
+            && KV.contains(&k.dtype)
+            && KV.contains(&v.dtype)
+            && mask.is_none_or(|m| matches!(m.dtype, DType::F32 | DType::F16))
+            && sinks.is_none_or(|s| s.dtype == DType::F32)
+            && dst.dtype == DType::F32,
+        "f32 q and sinks; f32, f16, bf16, q8_0 or q4_0 K/V; f32 or f16 mask",
+    )?;
+    let mut dtypes = vec![k.dtype, v.dtype];
+    dtypes.extend(mask.map(|m| m.dtype));
+    ctx.require_f16(&dtypes)?;
+    let (d, dv) = (k.layout.ne[0], v.layout.ne[0]);
+    let whole_blocks = |o: &Operand, n: u64| n.is_multiple_of(o.dtype.block_size() as u64);
+    if d > MAX_HEAD || dv > MAX_HEAD || !whole_blocks(k, d) || !whole_blocks(v, dv) {
+        return Err(ctx.unsupported(format!(
+            "head sizes d = {d}, dv = {dv}: at most {MAX_HEAD}, whole blocks for quantized K/V"
+        )));
+    }
+    Ok((d, dv))
+}
+
+/// A split attention: `splits` partial results of `per` keys each, merged per row.
+struct Split {
+    key: PipelineKey,
+    per: u64,
+    splits: u64,
+    /// Workgroups of one split's partials.
+    groups: u64,
+    /// Query rows times heads.
+    rows: u64,
+    n_head: u64,
+    dv: u32,
+}
+
+/// The partials of a split attention into scratch, then `flash_attn_combine.wgsl`'s merge.
+fn split_dispatches(
+    ctx: &Ctx,
+    s: Split,
+    [q, k, v]: [Operand; 3],
+    mask: Option<Operand>,
+    sinks: Option<Operand>,
+    dst: Operand,
+    mut op: [u32; OP_WORDS],
+) -> Result<Vec<Dispatch>> {
+    op[8] = ctx.items(s.per)?;
+    op[9] = ctx.items(s.splits)?;
+    let scratch = Operand::scratch(DType::F32, s.rows * s.splits * (u64::from(s.dv) + 2))?;
+    let mut cop = [0u32; OP_WORDS];
+    cop[0] = ctx.items(s.n_head)?;
+    cop[1] = ctx.items(q.layout.ne[1])?;
+    cop[2] = ctx.items(s.splits)?;
+    let partials = Dispatch {
+        key: s.key,
         operands: vec![
-            q.clone(),
+            q,
             k,
             v,
             mask.unwrap_or_else(|| Operand::absent(0)),
@@ -594,22 +598,102 @@ fn plan(
             scratch.clone(),
         ],
         op_words: op,
-        items: ctx.items(groups)?,
-        groups: ctx.grid(groups * splits, 1)?,
+        items: ctx.items(s.groups)?,
+        groups: ctx.grid(s.groups * s.splits, 1)?,
     };
-    let mut cop = [0u32; OP_WORDS];
-    cop[0] = ctx.items(n_head)?;
-    cop[1] = ctx.items(q.layout.ne[1])?;
-    cop[2] = ctx.items(splits)?;
-    let chunks = u64::from(dv.div_ceil(COMBINE_COLS));
+    let chunks = u64::from(s.dv.div_ceil(COMBINE_COLS));
     let combine = Dispatch {
-        key: combine_key(sinks.is_some(), dv),
+        key: combine_key(sinks.is_some(), s.dv),
         operands: vec![scratch, sinks.unwrap_or_else(|| Operand::absent(0)), dst],
         op_words: cop,
-        items: ctx.items(rows)?,
-        groups: ctx.grid(rows * chunks, 1)?,
+        items: ctx.items(s.rows)?,
+        groups: ctx.grid(s.rows * chunks, 1)?,
     };
-    Ok(Some(vec![partials, combine]))
+    Ok(vec![partials, combine])
+}
+
+/// What the decode kernel's shape depends on.
+struct VecCase<'a> {
+    /// Query rows of a head.
+    q_rows: u64,
+    k: &'a Operand,
+    v: &'a Operand,
+    mask: Option<&'a Operand>,
+    n_head: u64,
+    /// Query heads that share a K head and a V head.
+    r: u64,
+    max_bias: f32,
+    softcap: f32,
+}
+
+/// Whether `flash_attn_vec.wgsl` takes this attention (else `flash_attn.wgsl`), and its options
+/// unsplit: the first shape the device has room for.
+fn vec_shape(ctx: &Ctx, c: VecCase<'_>) -> Result<(bool, VecOpts)> {
+    let (d, dv) = (c.k.layout.ne[0], c.v.layout.ne[0]);
+    let (n_kv, n_head, r) = (c.k.layout.ne[1], c.n_head, c.r);
+    let cpu = ctx.caps.cpu_shapes;
+    // The vec kernel sums across octets of lanes: through subgroup shuffles with subgroups of 8
+    // to WG_VEC lanes, else through workgroup memory (browsers, whose WGSL cannot enable
+    // subgroups yet). Without subgroups it still beats `flash_attn.wgsl` on decode, unsplit and
+    // split (bench/results/HISTORY.md, "vec kernel without subgroups").
+    let lanes_least = if cpu { CPU_VEC_SHAPE.0 } else { WG_VEC };
+    let subgroups = ctx.caps.subgroups
+        && ctx.caps.subgroup_min_size >= 8
+        && ctx.caps.subgroup_max_size <= lanes_least;
+    let vec = (c.q_rows <= VEC_MAX_Q || cpu) && vec_reads(ctx, c.k, d) && vec_reads(ctx, c.v, dv);
+    let max_out = match n_kv <= VEC_SHORT_KV {
+        true => VEC_MAX_OUT / 2,
+        false => VEC_MAX_OUT,
+    };
+    // Unsplit caches take one head a workgroup: more workgroups walk the keys side by side
+    // (their K/V rows are read once per head, from L2 after the first). Split ones the most
+    // heads that share K/V, within `max_out`, fewer where the device lacks the workgroup memory
+    // (the octet sums without subgroups take lanes · heads · keys floats).
+    let heads_ok = |g: u64| r.is_multiple_of(g) && n_head.is_multiple_of(g) && g * dv <= max_out;
+    let candidates: Vec<u64> = match n_kv <= VEC_UNSPLIT_KV {
+        true => vec![1],
+        false => (1..=VEC_MAX_HEADS).rev().filter(|&g| heads_ok(g)).collect(),
+    };
+    // The kernel's shape: the first the device has room for, else no vec kernel.
+    let mask_heads = c.mask.is_some_and(|m| m.layout.ne[2] > 1) || c.max_bias > 0.0;
+    let room = u64::from(ctx.caps.limits.max_compute_workgroup_storage_size);
+    let most = ctx.caps.limits.max_compute_invocations_per_workgroup;
+    let shaped = |heads: u64, (lanes, keys): (u32, u32), split| {
+        Ok(VecOpts {
+            heads: ctx.items(heads)?,
+            lanes,
+            keys,
+            split,
+            mask_heads,
+            softcap: c.softcap != 0.0,
+            q8x: false,
+            subgroups,
+        })
+    };
+    let fits = |heads: u64, shape: (u32, u32)| -> Result<bool> {
+        let o = shaped(heads, shape, false)?;
+        Ok(shape.0 <= most && vec_storage(&o, (d, dv), c.mask.is_some()) <= room)
+    };
+    let split_shape = [(WG_VEC, split_keys(d, n_kv))];
+    let shapes: &[(u32, u32)] = match (n_kv <= VEC_UNSPLIT_KV, subgroups) {
+        _ if cpu => &[CPU_VEC_SHAPE],
+        (true, _) => &VEC_UNSPLIT_SHAPES,
+        (false, true) => &split_shape,
+        (false, false) => &[(WG_VEC, 1)],
+    };
+    let mut pick = None;
+    'pick: for &g in &candidates {
+        for &shape in shapes {
+            let sums = g * u64::from(shape.1);
+            if (subgroups || sums <= VEC_SUMS_WITHOUT_SUBGROUPS) && fits(g, shape)? {
+                pick = Some((g, shape));
+                break 'pick;
+            }
+        }
+    }
+    let vec = vec && pick.is_some();
+    let (heads, shape) = pick.unwrap_or((1, (WG_VEC, VEC_KEYS)));
+    Ok((vec, shaped(heads, shape, false)?))
 }
 
 #[cfg(test)]
