@@ -5,8 +5,7 @@
 
 use wgllm_core::DType;
 
-use super::source::Spec;
-use super::specialize::specialize;
+use super::specialize::{specialize, Spec};
 use super::{Kernel, PipelineKey};
 
 const FLASH_ATTN: &str = include_str!("flash_attn.wgsl");

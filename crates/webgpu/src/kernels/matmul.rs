@@ -5,7 +5,7 @@
 
 use wgllm_core::DType;
 
-use super::source::Spec;
+use super::specialize::Spec;
 use super::{wgsl_elem, Kernel, PipelineKey, VecEpilogue};
 
 const MUL_MAT: &str = include_str!("mul_mat.wgsl");

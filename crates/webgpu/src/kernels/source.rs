@@ -9,7 +9,7 @@ use wgllm_core::DType;
 use super::flash_attn::{self, wide_kv, FLASH_ATTN_RANGE};
 use super::matmul::{self, vec_norm_slot, MUL_MAT_ROUTES, QUANT_PART, QUANT_UNIT};
 use super::quant_grid::grid_source;
-use super::specialize::specialize;
+use super::specialize::{names_flag, specialize, Spec};
 use super::{
     read_only, wgsl_elem, Interp, Kernel, NormKind, PipelineKey, ReduceKind, SeqKind, ShapeKind,
     TopKStage, VecEpilogue, ITEMS_WORD, MAX_BINDINGS, OP_WORD, PARAM_WORDS, ROUTER_MAX_EXPERTS,
@@ -43,44 +43,6 @@ const MOE_ROUTER: &str = include_str!("moe_router.wgsl");
 const SEQ: &str = include_str!("seq.wgsl");
 const SCAN: &str = include_str!("scan.wgsl");
 
-/// What a family's configuration sets: the `#if` flags and `{{NAME}}` values of its variant,
-/// and which shared helpers its body needs.
-#[derive(Default)]
-pub(super) struct Spec {
-    pub flags: Vec<&'static str>,
-    pub vars: Vec<(&'static str, String)>,
-    /// `activations.wgsl` (the expressions of unary maps and GLUs).
-    pub activations: bool,
-    /// `rope_angle.wgsl`.
-    pub rope: bool,
-    /// The weight part decoders `quant_unit.wgsl` and `quant_part.wgsl`.
-    pub units: bool,
-    /// `mul_mat_routes.wgsl` (expert-routed columns).
-    pub routes: bool,
-    /// `flash_attn_range.wgsl` (the key range of a block of query rows).
-    pub range: bool,
-    /// `wg_reduce.wgsl` (workgroup reductions).
-    pub wg_reduce: bool,
-    /// Sources appended after the body (attention's K/V readers).
-    pub readers: String,
-}
-
-impl Spec {
-    pub fn flag(&mut self, name: &'static str) {
-        self.flags.push(name);
-    }
-
-    /// Sets each flag whose switch is on.
-    pub fn flags_if(&mut self, switches: &[(bool, &'static str)]) {
-        self.flags
-            .extend(switches.iter().filter(|s| s.0).map(|s| s.1));
-    }
-
-    pub fn var(&mut self, name: &'static str, value: impl ToString) {
-        self.vars.push((name, value.to_string()));
-    }
-}
-
 /// The complete WGSL source of a pipeline.
 pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     let n = key.dtypes.len();
@@ -95,16 +57,11 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     spec.var("ITEMS_WORD", ITEMS_WORD);
     let quant = src0.is_quantized();
     if quant {
-        spec.flag("QUANT");
         spec.var("QTYPE", src0.name());
         spec.var("BLOCK", src0.block_size());
         spec.var("TYPE_SIZE", src0.type_size());
         spec.var("SUBS", src0.block_size() / 32);
     }
-    spec.flags_if(&[(
-        src0 == DType::I32 && key.dtypes[n - 1] == DType::I32,
-        "COPY_INT",
-    )]);
     let body = match key.kernel {
         Kernel::MulMat { .. }
         | Kernel::MulMatVec { .. }
@@ -147,6 +104,17 @@ pub(crate) fn source(key: &PipelineKey) -> Result<String, String> {
     }
     text.push_str(body);
     text.push_str(&spec.readers);
+    // What the bindings are is offered to every family; a family's source reads it or not.
+    let offered = [
+        (quant, "QUANT"),
+        (
+            src0 == DType::I32 && key.dtypes[n - 1] == DType::I32,
+            "COPY_INT",
+        ),
+    ];
+    for (on, flag) in offered {
+        spec.flags_if(&[(on && names_flag(&text, flag), flag)]);
+    }
     specialize(&text, &spec.flags, &spec.vars)
 }
 

@@ -1,5 +1,44 @@
 //! The preprocessor every kernel source goes through: `#unroll` blocks, `#if` / `#else` /
-//! `#endif` line blocks and `{{NAME}}` placeholders.
+//! `#endif` line blocks and `{{NAME}}` placeholders, and the [`Spec`] a family's configuration
+//! fills for it.
+
+/// What a family's configuration sets: the `#if` flags and `{{NAME}}` values of its variant,
+/// and which shared helpers its body needs.
+#[derive(Default)]
+pub(super) struct Spec {
+    pub flags: Vec<&'static str>,
+    pub vars: Vec<(&'static str, String)>,
+    /// `activations.wgsl` (the expressions of unary maps and GLUs).
+    pub activations: bool,
+    /// `rope_angle.wgsl`.
+    pub rope: bool,
+    /// The weight part decoders `quant_unit.wgsl` and `quant_part.wgsl`.
+    pub units: bool,
+    /// `mul_mat_routes.wgsl` (expert-routed columns).
+    pub routes: bool,
+    /// `flash_attn_range.wgsl` (the key range of a block of query rows).
+    pub range: bool,
+    /// `wg_reduce.wgsl` (workgroup reductions).
+    pub wg_reduce: bool,
+    /// Sources appended after the body (attention's K/V readers).
+    pub readers: String,
+}
+
+impl Spec {
+    pub fn flag(&mut self, name: &'static str) {
+        self.flags.push(name);
+    }
+
+    /// Sets each flag whose switch is on.
+    pub fn flags_if(&mut self, switches: &[(bool, &'static str)]) {
+        self.flags
+            .extend(switches.iter().filter(|s| s.0).map(|s| s.1));
+    }
+
+    pub fn var(&mut self, name: &'static str, value: impl ToString) {
+        self.vars.push((name, value.to_string()));
+    }
+}
 
 /// Expands `#unroll NAME COUNT` … `#endunroll` line blocks: the block repeated COUNT times (a
 /// number, or a `vars` name whose value is one), with `$NAME` replaced by 0, 1, … in each copy;
@@ -55,13 +94,17 @@ fn unroll(src: &str, vars: &[(&str, String)]) -> Result<String, String> {
 
 /// Expands `#unroll` blocks ([`unroll`]), keeps or drops `#if NAME` / `#else` / `#endif` line
 /// blocks (NAME is set when it is among `flags`), then substitutes every `{{NAME}}` of `vars`.
-/// Fails on unbalanced blocks or a placeholder left unset.
+/// Fails on unbalanced blocks, a placeholder left unset, or a flag that no `#if` names (a
+/// misspelt flag would otherwise take every `#else` branch unseen).
 pub(crate) fn specialize(
     src: &str,
     flags: &[&str],
     vars: &[(&str, String)],
 ) -> Result<String, String> {
     let src = &unroll(src, vars)?;
+    if let Some(f) = flags.iter().find(|f| !names_flag(src, f)) {
+        return Err(format!("the flag {f} is named by no #if of the source"));
+    }
     let mut out = String::with_capacity(src.len());
     // For each open block: (this branch is kept, the enclosing context is kept).
     let mut stack: Vec<(bool, bool)> = Vec::new();
@@ -96,6 +139,13 @@ pub(crate) fn specialize(
     }
 }
 
+/// Whether an `#if FLAG` line of `src` names `flag`.
+pub(super) fn names_flag(src: &str, flag: &str) -> bool {
+    src.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("#if "))
+        .any(|name| name.trim() == flag)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +159,7 @@ mod tests {
         assert_eq!(specialize(src, &["Y"], &v).unwrap(), "a\ne\nf\n");
         assert!(specialize(src, &["X"], &[]).unwrap_err().contains("{{V"));
         assert!(specialize("#if X\n", &[], &[]).is_err());
+        assert!(specialize(src, &["X", "Z"], &v).unwrap_err().contains("Z"));
         assert!(specialize("#endif\n", &[], &[]).is_err());
     }
 
