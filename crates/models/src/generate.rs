@@ -3,14 +3,14 @@
 //! greedy, its top-K candidates for top-k sampling, the whole logits row otherwise.
 //! [`generate_async`] is the same loop awaiting the session's reads (the browser's way).
 //!
-//! Greedy decoding keeps one step queued ahead: step `t + 1` takes step `t`'s argmax on the
-//! device ([`NextToken::Argmax`]) and is queued before the host reads step `t`, so the device
+//! Greedy decoding keeps one step queued ahead ([`Ahead`]): step `t + 1` takes step `t`'s argmax
+//! on the device ([`crate::session::NextToken::Argmax`]) and is queued before the host reads step `t`, so the device
 //! never waits for the host's read, decision and encoding between steps (except once at each
 //! span boundary of the cache, [`Session::can_feed`]). When step `t`'s token ends the
 //! generation, the step queued ahead is finished and its token dropped from the cache.
 //!
 //! Sampling from the top-K candidates ([`Readback::TopK`]: no penalties) does the same with
-//! the token drawn on the device ([`NextToken::Sampled`]): the uniform of each step's draw is
+//! the token drawn on the device ([`crate::session::NextToken::Sampled`]): the uniform of each step's draw is
 //! taken from the sampler when the step is queued ([`Sampler::draw`]), in token order, so a
 //! seed gives the stream of uniforms the host's draws took; a step dropped at the end gives its
 //! uniform back (the sampler is restored), so a sampler reused for the next turn continues as
@@ -20,9 +20,10 @@
 
 use web_time::{Duration, Instant};
 
+use crate::ahead::Ahead;
 use crate::error::ModelError;
 use crate::sampler::Sampler;
-use crate::session::{now, NextToken, QueuedStep, Readback, RowOut, SeqChunk, Session};
+use crate::session::{now, Readback, RowOut, SeqChunk, Session};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 
 /// Why generation stopped.
@@ -107,26 +108,20 @@ pub async fn generate_async(
     let read = sampler.readback(session.candidates());
     // The backend draws (and the host reads only the drawn token and the argmax).
     let drawn = read == Readback::TopK;
-    let (read, feed) = match drawn {
-        true => (Readback::Argmax, NextToken::Sampled),
-        false => (read, NextToken::Argmax),
-    };
-    let draw = |s: &mut Sampler| drawn.then(|| s.draw());
+    let read = if drawn { Readback::Argmax } else { read };
     let t0 = Instant::now();
     // The prompt's row is drawn from only when a token is generated (the host samples it only
     // then): no uniform is taken for none.
     let first: Vec<_> = match max_tokens {
         0 => vec![],
-        _ => draw(sampler).into_iter().collect(),
+        _ => drawn.then(|| sampler.draw()).into_iter().collect(),
     };
     let mut row = session
         .step_drawn_async(&chunk(prompt), read, &first)
         .await?
         .remove(0);
     let mut out = Emit::new(tokenizer, prompt, t0.elapsed());
-    // The step queued ahead of the one whose row is read next, and the sampler as it was
-    // before that step's draw.
-    let mut ahead: Option<(QueuedStep, Sampler)> = None;
+    let mut ahead = Ahead::new(0, drawn);
     while out.generated < max_tokens {
         let next = match row.sampled {
             Some(t) => t,
@@ -139,28 +134,12 @@ pub async fn generate_async(
             row = session.step_async(&chunk(&[next]), read).await?.remove(0);
             continue;
         }
-        // The step that evaluates `next` (queued ahead, fed its predecessor's argmax or drawn
-        // token, which is `next`), then the one after it, when another token may follow.
-        let current = match ahead.take() {
-            Some((q, _)) => q,
-            None => {
-                let d = draw(sampler);
-                session.queue_decode(0, NextToken::Id(next), read, d)?
-            }
-        };
-        // The first step past a span boundary of the cache takes its token from the host.
-        if out.generated + 1 < max_tokens && session.can_feed(0) {
-            let before = sampler.clone();
-            let d = draw(sampler);
-            ahead = Some((session.queue_decode(0, feed, read, d)?, before));
-        }
-        row = session.finish_decode_async(current).await?;
+        let more = out.generated + 1 < max_tokens;
+        row = ahead
+            .step_async(session, Some(&mut *sampler), next, more)
+            .await?;
     }
-    if let Some((q, before)) = ahead {
-        session.finish_decode_async(q).await?;
-        session.truncate(session.n_past() - 1);
-        *sampler = before;
-    }
+    ahead.discard_async(session, Some(sampler)).await?;
     Ok(out.finish(&mut on_text))
 }
 

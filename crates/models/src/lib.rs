@@ -1,6 +1,7 @@
 //! wgllm-models: what turns a GGUF file into an answering model — architectures built as graphs
 //! (`arch`), sessions holding the KV cache (`session`), the model cache (`pull`).
 
+pub mod ahead;
 pub mod arch;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cache;

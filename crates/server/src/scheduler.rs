@@ -39,10 +39,11 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
+use wgllm_models::ahead::Ahead;
 use wgllm_models::generate::reusable_prefix;
 use wgllm_models::sampler::Sampler;
 use wgllm_models::tokenizer::{StreamDecoder, Tokenizer};
-use wgllm_models::{NextToken, QueuedStep, Readback, RowOut, SeqChunk, Session};
+use wgllm_models::{Readback, RowOut, SeqChunk, Session};
 
 use crate::api::GenParams;
 use crate::error::ApiError;
@@ -391,12 +392,6 @@ struct Slot<'t> {
     stops: StopMatcher,
 }
 
-/// A decode step of a lone slot queued ahead of the step being read.
-struct Ahead {
-    slot: usize,
-    step: QueuedStep,
-}
-
 struct Scheduler<'t> {
     session: Session,
     tok: &'t Tokenizer,
@@ -413,6 +408,7 @@ struct Scheduler<'t> {
     /// Whether a lone decoding slot may keep a step queued ahead.
     queue_ahead: bool,
     prompt_cache: bool,
+    /// The lone decoding slot's step queued ahead, while there is one.
     ahead: Option<Ahead>,
     /// Threads a step's grammar masks spread over: the cores beside the scheduler's own.
     mask_threads: usize,
@@ -490,7 +486,7 @@ impl<'t> Scheduler<'t> {
         };
         self.queue.lock().free_slots += 1;
         self.metrics.slots_busy.fetch_sub(1, Ordering::Relaxed);
-        let sound = match self.ahead.as_ref().is_some_and(|a| a.slot == i) {
+        let sound = match self.ahead.as_ref().is_some_and(|a| a.seq() == i) {
             true => self.drop_ahead(),
             false => true,
         };
@@ -561,39 +557,17 @@ impl<'t> Scheduler<'t> {
         let s = self.slots[i].as_mut().expect("the lone decoder is busy");
         // Top-K sampling draws on the device; greedy decoding takes the argmax.
         let drawn = s.sampler.readback(cands) == Readback::TopK;
-        let feed = match drawn {
-            true => NextToken::Sampled,
-            false => NextToken::Argmax,
-        };
         let next = s.next.expect("the lone decoder is decoding");
         let t0 = Instant::now();
-        let queued = match self.ahead.take() {
-            // Already evaluating `next`, fed on the device.
-            Some(a) => Ok(a.step),
-            None => {
-                let d = drawn.then(|| s.sampler.draw());
-                self.session
-                    .queue_decode(i, NextToken::Id(next), Readback::Argmax, d)
-            }
-        };
+        let mut ahead = self.ahead.take().unwrap_or_else(|| Ahead::new(i, drawn));
         // `generated` counts `next`: the step after this one is wanted when the token this
         // one gives is not the last that `max_tokens` allows.
-        let queued = queued.and_then(|current| {
-            // The first step past a span boundary of the cache takes its token from the host.
-            if s.generated + 1 < s.job.params.max_tokens && self.session.can_feed(i) {
-                let d = drawn.then(|| s.sampler.draw());
-                match self.session.queue_decode(i, feed, Readback::Argmax, d) {
-                    Ok(step) => self.ahead = Some(Ahead { slot: i, step }),
-                    Err(e) => {
-                        // The current step is still the device's: finish it before failing.
-                        let _ = self.session.finish_decode(current);
-                        return Err(e);
-                    }
-                }
-            }
-            self.session.finish_decode(current)
-        });
-        match queued {
+        let more = s.generated + 1 < s.job.params.max_tokens;
+        let row = ahead.step(&mut self.session, Some(&mut s.sampler), next, more);
+        if ahead.is_queued() {
+            self.ahead = Some(ahead);
+        }
+        match row {
             Ok(row) => {
                 self.metrics.step(1, t0.elapsed().as_secs_f64());
                 Metrics::inc(&self.metrics.steps_ahead);
@@ -605,17 +579,18 @@ impl<'t> Scheduler<'t> {
 
     /// Finishes the step queued ahead, if any, and takes its token: steps are batched again.
     fn settle_ahead(&mut self) {
-        let Some(a) = self.ahead.take() else {
+        let Some(mut a) = self.ahead.take() else {
             return;
         };
         let t0 = Instant::now();
-        match self.session.finish_decode(a.step) {
-            Ok(row) => {
+        match a.settle(&mut self.session) {
+            Some(Ok(row)) => {
                 self.metrics.step(1, t0.elapsed().as_secs_f64());
                 Metrics::inc(&self.metrics.steps_ahead);
-                self.accept(a.slot, &row);
+                self.accept(a.seq(), &row);
             }
-            Err(e) => self.fail(a.slot, &e),
+            Some(Err(e)) => self.fail(a.seq(), &e),
+            None => {}
         }
     }
 
@@ -623,18 +598,12 @@ impl<'t> Scheduler<'t> {
     /// from the slot's cache.
     /// False when that step failed: the slot's cache is not to be trusted (and is cleared).
     fn drop_ahead(&mut self) -> bool {
-        let Some(a) = self.ahead.take() else {
-            return true;
-        };
         // Its row is not wanted, and an error there has no request left to tell: the next step
         // meets a broken backend again.
-        if self.session.finish_decode(a.step).is_err() {
-            self.session.clear_seq(a.slot);
-            return false;
+        match self.ahead.take() {
+            Some(mut a) => a.discard(&mut self.session, None).is_ok(),
+            None => true,
         }
-        let n = self.session.seq_len(a.slot);
-        self.session.truncate_seq(a.slot, n.saturating_sub(1));
-        true
     }
 
     fn drop_cancelled(&mut self) {

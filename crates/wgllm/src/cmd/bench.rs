@@ -6,8 +6,8 @@
 //!   chunks of at most `--ubatch`).
 //! - `tg N`: from an empty cache, N one-token steps of greedy decoding as `wgllm run` decodes:
 //!   the first token random, each next one the last step's argmax, fed on the device, with one
-//!   step queued ahead of the one being read (`Session::queue_decode`; the first step past a
-//!   decode window's end takes its token from the host, `Session::can_feed`). llama-bench's
+//!   step queued ahead of the one being read (`wgllm_models::ahead::Ahead`, generation's own
+//!   loop; the first step past a decode window's end takes its token from the host). llama-bench's
 //!   `tg` waits for every step instead; `--profile` reports such a waited-for step. tg does not
 //!   depend on `--ubatch`, so it runs once, with the first ubatch of the sweep. With `--sample`, tg
 //!   samples as `wgllm run` does by default (llama.cpp's chain: temperature 0.8, top-k 40,
@@ -33,8 +33,9 @@ use clap::{Args as ClapArgs, ValueEnum};
 use serde_json::{json, Value};
 use wgllm_core::{Backend, DType, Graph};
 use wgllm_gguf::GgufFile;
+use wgllm_models::ahead::Ahead;
 use wgllm_models::sampler::{Sampler, SamplerConfig};
-use wgllm_models::{Architecture, NextToken, Readback, Session, SessionConfig};
+use wgllm_models::{Architecture, Session, SessionConfig};
 use wgllm_webgpu::profile::{families, Clock, FamilyTime, Profiling, RunProfile};
 
 use super::backend::{BackendArgs, OpenedBackend};
@@ -322,25 +323,12 @@ fn time_test(
         }
         Test::Tg(n) => {
             let mut sampler = sampling.map(Sampler::new);
-            let mut draw = || sampler.as_mut().map(Sampler::draw);
-            let feed = match sampling {
-                Some(_) => NextToken::Sampled,
-                None => NextToken::Argmax,
-            };
-            let mut q = s.queue_decode(0, NextToken::Id(ids[0]), Readback::Argmax, draw())?;
-            for _ in 1..n {
-                q = if s.can_feed(0) {
-                    let ahead = s.queue_decode(0, feed, Readback::Argmax, draw())?;
-                    s.finish_decode(q)?;
-                    ahead
-                } else {
-                    // The first step past a decode window's end takes its token from the host.
-                    let row = s.finish_decode(q)?;
-                    let id = row.sampled.unwrap_or(row.argmax);
-                    s.queue_decode(0, NextToken::Id(id), Readback::Argmax, draw())?
-                };
+            let mut ahead = Ahead::new(0, sampler.is_some());
+            let mut next = ids[0];
+            for i in 0..n {
+                let row = ahead.step(s, sampler.as_mut(), next, i + 1 < n)?;
+                next = row.sampled.unwrap_or(row.argmax);
             }
-            s.finish_decode(q)?;
         }
     }
     let secs = t0.elapsed().as_secs_f64();
