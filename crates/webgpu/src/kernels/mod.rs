@@ -36,6 +36,31 @@ pub(crate) const OP_WORDS: usize = 16;
 /// Word holding the number of work items.
 pub(crate) const ITEMS_WORD: usize = OP_WORD + OP_WORDS;
 const _: () = assert!(ITEMS_WORD < PARAM_WORDS, "the parameter slot is too small");
+/// Block-quantized dtypes `quant.wgsl` decodes.
+pub(crate) const QUANTS: [DType; 21] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+    DType::Q2_K,
+    DType::Q3_K,
+    DType::Q4_K,
+    DType::Q5_K,
+    DType::Q6_K,
+    DType::IQ4_NL,
+    DType::IQ4_XS,
+    DType::IQ2_XXS,
+    DType::IQ2_XS,
+    DType::IQ2_S,
+    DType::IQ3_XXS,
+    DType::IQ3_S,
+    DType::IQ1_S,
+    DType::IQ1_M,
+    DType::MXFP4,
+    DType::Q8_K,
+];
+
 /// The most experts `moe_router.wgsl` holds in workgroup memory (three words each: 12 KiB of
 /// WebGPU's default 16).
 pub(crate) const ROUTER_MAX_EXPERTS: u32 = 1024;

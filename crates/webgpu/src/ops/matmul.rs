@@ -6,10 +6,10 @@
 use wgllm_core::op::{RopeMode, RopeParams};
 use wgllm_core::{DType, Layout, Op, Result};
 
-use super::rows::QUANTS;
 use super::{windows, Ctx, Dispatch, Operand, ABSENT, SCRATCH};
 use crate::config::{Int8Activations, INT8_MIN_WEIGHT_BYTES};
 use crate::device::Capabilities;
+use crate::kernels::QUANTS;
 use crate::kernels::{
     int8_activations, job_units, Kernel, PipelineKey, VecEpilogue, VecSlots, OP_WORDS,
 };

@@ -12,8 +12,8 @@
 
 use wgllm_core::{DType, Result};
 
-use super::rows::QUANTS;
 use super::{windows, Ctx, Dispatch, Operand, MAX_GROUPS_PER_DIM};
+use crate::kernels::QUANTS;
 use crate::kernels::{Kernel, PipelineKey, OP_WORDS, ROUTER_MAX_EXPERTS};
 
 /// (Slot, token) columns per expert, on average, from which mul_mat_id runs the tiled kernels:

@@ -5,32 +5,7 @@
 use wgllm_core::{DType, Result};
 
 use super::{windows, Ctx, Dispatch, WG_ELEMENTWISE};
-use crate::kernels::{Kernel, PipelineKey, OP_WORDS};
-
-/// Block-quantized dtypes `quant.wgsl` decodes.
-pub(crate) const QUANTS: [DType; 21] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::IQ4_NL,
-    DType::IQ4_XS,
-    DType::IQ2_XXS,
-    DType::IQ2_XS,
-    DType::IQ2_S,
-    DType::IQ3_XXS,
-    DType::IQ3_S,
-    DType::IQ1_S,
-    DType::IQ1_M,
-    DType::MXFP4,
-    DType::Q8_K,
-];
+use crate::kernels::{Kernel, PipelineKey, OP_WORDS, QUANTS};
 
 /// Destination dtypes set_rows writes.
 const SET_ROWS_DST: [DType; 4] = [DType::F32, DType::F16, DType::Q8_0, DType::Q4_0];

@@ -10,30 +10,8 @@ use wgllm_core::{DType, Graph, Result, TensorId};
 
 use super::{random_bytes, Built, Case, Rng};
 
-/// Block formats the WebGPU kernels decode (the same list as the backend's).
-pub(super) const QUANTS: [DType; 21] = [
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q8_0,
-    DType::Q2_K,
-    DType::Q3_K,
-    DType::Q4_K,
-    DType::Q5_K,
-    DType::Q6_K,
-    DType::IQ4_NL,
-    DType::IQ4_XS,
-    DType::IQ2_XXS,
-    DType::IQ2_XS,
-    DType::IQ2_S,
-    DType::IQ3_XXS,
-    DType::IQ3_S,
-    DType::IQ1_S,
-    DType::IQ1_M,
-    DType::MXFP4,
-    DType::Q8_K,
-];
+/// Block formats the WebGPU kernels decode.
+pub(super) use crate::kernels::QUANTS;
 
 pub(super) const EXACT: f64 = 0.0;
 pub(super) const F16_OUT: f64 = 1e-6;
