@@ -108,6 +108,12 @@ pub(crate) fn int8_activations(a: DType) -> bool {
     )
 }
 
+/// Weight dtypes with a whole-unit decoder in `quant_unit.wgsl` (others go through `dq`, which
+/// reads src0 only, so they cannot be a fused second weight).
+pub(crate) fn unit_decoded(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F16 | DType::BF16) || int8_activations(d)
+}
+
 /// The flags, placeholders and body of a matrix product's variant.
 pub(super) fn configure(key: &PipelineKey, spec: &mut Spec) -> Result<&'static str, String> {
     let src0 = key.dtypes[0];

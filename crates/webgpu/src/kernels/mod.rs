@@ -19,7 +19,7 @@ use wgllm_core::op::RopeMode;
 use wgllm_core::DType;
 
 pub(crate) use flash_attn::{vec_mask_terms, vec_octet_sums, COMBINE_COLS, COMBINE_MAX_SPLITS};
-pub(crate) use matmul::{int8_activations, job_units, VecSlots};
+pub(crate) use matmul::{int8_activations, job_units, unit_decoded, VecSlots};
 pub(crate) use source::source;
 
 /// u32 words in one dispatch's parameter slot (see `common.wgsl`).

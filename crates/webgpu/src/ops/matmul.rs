@@ -11,7 +11,7 @@ use crate::config::{Int8Activations, INT8_MIN_WEIGHT_BYTES};
 use crate::device::Capabilities;
 use crate::kernels::QUANTS;
 use crate::kernels::{
-    int8_activations, job_units, Kernel, PipelineKey, VecEpilogue, VecSlots, OP_WORDS,
+    int8_activations, job_units, unit_decoded, Kernel, PipelineKey, VecEpilogue, VecSlots, OP_WORDS,
 };
 
 /// Invocations per mul_mat workgroup (a power of two: the reduction halves it).
@@ -336,25 +336,6 @@ fn vec_rpw(key: &PipelineKey) -> u64 {
         Kernel::MulMatVec { rpw, .. } => u64::from(rpw),
         _ => 1,
     }
-}
-
-/// Weight dtypes with a whole-unit decoder in `quant_unit.wgsl` (others go through `dq`, which
-/// reads src0 only, so they cannot be a fused second weight).
-fn unit_decoded(d: DType) -> bool {
-    matches!(
-        d,
-        DType::F32
-            | DType::F16
-            | DType::BF16
-            | DType::Q4_0
-            | DType::Q4_1
-            | DType::Q5_0
-            | DType::Q5_1
-            | DType::Q8_0
-            | DType::Q4_K
-            | DType::Q5_K
-            | DType::Q6_K
-    )
 }
 
 /// The mat-vec columns of the mul_mat nodes `q`, `k`, `v` (their contexts) as one dispatch: the
