@@ -104,7 +104,8 @@ pub struct Args {
     /// Also write the JSON report to this file (whatever -o prints).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Also time one decode step kernel by kernel, grouped by kernel family.
+    /// Also time one decode step kernel by kernel, grouped by kernel family (an embedding model:
+    /// one batch of each shape; a Whisper model: one encoder run).
     #[arg(long)]
     pub profile: bool,
     /// Decode steps --profile averages.

@@ -12,10 +12,11 @@ use serde_json::json;
 use wgllm_gguf::GgufFile;
 use wgllm_models::embed::MIN_LEN;
 use wgllm_models::{EmbedConfig, Embedder};
-use wgllm_webgpu::profile::{families, FamilyTime, Profiling, RunProfile};
+use wgllm_webgpu::profile::FamilyTime;
 
 use super::backend::OpenedBackend;
 use super::bench::{Args, Format};
+use super::bench_profile;
 
 /// Warm-up runs repeat for at least this long (the GPU's clocks climb under load).
 const WARM_UP: std::time::Duration = std::time::Duration::from_millis(1500);
@@ -28,23 +29,6 @@ struct Row {
     std: f64,
     /// `--profile`'s kernel families of one run, most expensive first.
     profile: Vec<FamilyTime>,
-}
-
-/// One `embed_ids` call of `ids` with a timestamp around every dispatch.
-fn profile_run(
-    e: &mut Embedder,
-    gpu: &wgllm_webgpu::WebGpuBackend,
-    ids: &[Vec<u32>],
-) -> Result<Vec<FamilyTime>> {
-    gpu.take_profiles();
-    gpu.set_profiling(Profiling::Dispatches);
-    let r = e.embed_ids(gpu, ids, true);
-    gpu.set_profiling(Profiling::Off);
-    r?;
-    let Some(run) = RunProfile::merged(&gpu.take_profiles()) else {
-        bail!("the profiled embedding ran no profiled graph");
-    };
-    Ok(families(&[run]))
 }
 
 /// `n` inputs of `len` tokens as the tokenizer frames them (BOS or [CLS] first where it adds
@@ -126,7 +110,9 @@ pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Re
             let mean = rates.iter().sum::<f64>() / rates.len() as f64;
             let var = rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / rates.len() as f64;
             let profile = match (&opened, args.profile) {
-                (OpenedBackend::WebGpu(gpu), true) => profile_run(&mut e, gpu, &ids)?,
+                (OpenedBackend::WebGpu(gpu), true) => {
+                    bench_profile::profile_once(gpu, || Ok(e.embed_ids(gpu, &ids, true)?))?
+                }
                 _ => Vec::new(),
             };
             rows.push(Row {
@@ -143,11 +129,7 @@ pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Re
             let rows: Vec<_> = rows
                 .iter()
                 .map(|r| {
-                    let profile: Vec<_> = r
-                        .profile
-                        .iter()
-                        .map(|f| json!({"family": f.family, "dispatches": f.dispatches, "ns": f.ns, "bytes": f.bytes, "flops": f.flops}))
-                        .collect();
+                    let profile = bench_profile::to_json(&r.profile);
                     json!({"batch": r.batch, "tokens": r.len, "embeddings_per_s": r.mean, "stddev": r.std, "profile": profile})
                 })
                 .collect();
@@ -178,33 +160,8 @@ pub fn run(args: &Args, file: &GgufFile, name: &str, out: &mut impl Write) -> Re
                 )?;
             }
             for r in rows.iter().filter(|r| !r.profile.is_empty()) {
-                let total: f64 = r.profile.iter().map(|f| f.ns).sum();
-                writeln!(out)?;
-                writeln!(
-                    out,
-                    "{} inputs of {} tokens, one run: GPU busy {:.1} us",
-                    r.batch,
-                    r.len,
-                    total / 1e3
-                )?;
-                writeln!(out)?;
-                writeln!(
-                    out,
-                    "| kernel family | dispatches | time (us) | share | GB/s | GFLOP/s |"
-                )?;
-                writeln!(out, "| --- | ---: | ---: | ---: | ---: | ---: |")?;
-                for f in &r.profile {
-                    writeln!(
-                        out,
-                        "| {} | {:.0} | {:.1} | {:.1}% | {:.1} | {} |",
-                        f.family,
-                        f.dispatches,
-                        f.ns / 1e3,
-                        100.0 * f.ns / total.max(f64::MIN_POSITIVE),
-                        f.gbps(),
-                        f.gflops().map_or("-".into(), |g| format!("{g:.0}"))
-                    )?;
-                }
+                let title = format!("{} inputs of {} tokens, one run", r.batch, r.len);
+                bench_profile::write_table(out, &title, &r.profile)?;
             }
         }
     }

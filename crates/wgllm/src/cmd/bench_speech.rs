@@ -2,8 +2,10 @@
 //! both convolutions, every layer and the cross-attention caches, the states read back), and a
 //! whole transcription of 30 s of a test signal (spectrogram, encoder, greedy decoding without
 //! fallback) as a real-time factor and decoded tokens/s. Mean ± stddev over `-r` runs after a
-//! warm-up. `--audio FILE` transcribes that file instead. A synthetic model decodes as many tokens as the window allows (it never stops
-//! early), which whisper.cpp does the same way on the same file (`wgllm convert X.gguf -o X.bin`).
+//! warm-up. `--audio FILE` transcribes that file instead. A synthetic model decodes as many
+//! tokens as the window allows (it never stops early), which whisper.cpp does the same way on the
+//! same file (`wgllm convert X.gguf -o X.bin`). `--profile` then times one more encoder run
+//! kernel by kernel, grouped by kernel family.
 
 use std::io::Write;
 use std::path::Path;
@@ -15,7 +17,9 @@ use serde_json::json;
 use wgllm_speech::decode::DecodeOptions;
 use wgllm_speech::{Audio, Transcriber, WhisperModel};
 
+use super::backend::OpenedBackend;
 use super::bench::{Args, Format};
+use super::bench_profile;
 
 /// Mean and sample stddev.
 fn stats(xs: &[f64]) -> (f64, f64) {
@@ -41,10 +45,13 @@ fn signal() -> Audio {
 /// Times the Whisper model at `path` and prints the table (or JSON).
 pub fn run(args: &Args, path: &Path, name: &str, out: &mut impl Write) -> Result<()> {
     let model = Arc::new(WhisperModel::open(path)?);
-    let (backend, desc) = args.backend.open()?;
+    let (opened, desc) = args.backend.open_typed()?;
+    if args.profile && !matches!(opened, OpenedBackend::WebGpu(_)) {
+        eprintln!("wgllm bench: --profile needs the webgpu backend; skipped");
+    }
     let c = model.config.clone();
     let t0 = Instant::now();
-    let mut t = Transcriber::new(model, backend.as_ref())?;
+    let mut t = Transcriber::new(model, opened.as_dyn())?;
     let compile_s = t0.elapsed().as_secs_f64();
     let audio = match &args.audio {
         Some(f) => {
@@ -64,6 +71,12 @@ pub fn run(args: &Args, path: &Path, name: &str, out: &mut impl Write) -> Result
         t.encoder_states(&mel, 0)?;
         enc.push(t0.elapsed().as_secs_f64() * 1000.0);
     }
+    let profile = match (&opened, args.profile) {
+        (OpenedBackend::WebGpu(gpu), true) => {
+            bench_profile::profile_once(gpu, || Ok(t.encoder_states(&mel, 0)?))?
+        }
+        _ => Vec::new(),
+    };
     let opts = DecodeOptions {
         language: model_language(&t),
         temperature_inc: 0.0,
@@ -92,6 +105,7 @@ pub fn run(args: &Args, path: &Path, name: &str, out: &mut impl Write) -> Result
                 "encode_ms": {"mean": enc_mean, "stddev": enc_std},
                 "transcribe_s": {"mean": w_mean, "stddev": w_std, "audio_s": secs, "tokens": tokens},
                 "real_time_factor": w_mean / secs,
+                "encode_profile": bench_profile::to_json(&profile),
             });
             writeln!(out, "{report:#}")?;
         }
@@ -115,6 +129,9 @@ pub fn run(args: &Args, path: &Path, name: &str, out: &mut impl Write) -> Result
                 w_mean / secs,
                 tokens as f64 / w_mean
             )?;
+            if !profile.is_empty() {
+                bench_profile::write_table(out, "one 30 s window's encoder run", &profile)?;
+            }
         }
     }
     Ok(())

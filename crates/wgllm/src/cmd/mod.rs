@@ -8,6 +8,7 @@ use clap::Subcommand;
 pub mod backend;
 pub mod bench;
 pub mod bench_embed;
+pub mod bench_profile;
 pub mod bench_speech;
 pub mod chat;
 pub mod convert;
