@@ -46,8 +46,8 @@ pub struct WebGpuConfig {
     pub dispatches_per_pass: usize,
     /// Dispatches recorded into one command buffer before it is submitted, when the GPU is
     /// idle at the start of a run. Submitting a long graph in pieces lets the GPU start on the
-    /// first while the CPU encodes the rest (encoding costs a few µs per dispatch; a submit
-    /// ~15 µs). A run that starts while earlier work still runs is one submission.
+    /// first while the CPU encodes the rest (each dispatch costs encoding time, each submit
+    /// more). A run that starts while earlier work still runs is one submission.
     pub dispatches_per_submit: usize,
     /// Request cooperative matrices (tensor cores: prefill's products and attention) when the
     /// adapter offers them. wgpu calls them experimental and their use unsafe, so a backend
