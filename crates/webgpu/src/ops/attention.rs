@@ -294,6 +294,33 @@ fn coop_attention(ctx: &Ctx, n_q: u64, (k, v): (&Operand, &Operand)) -> bool {
         && coop_storage(d, dv) <= room
 }
 
+/// f32 K and V of a prefill (an encoder's projections) rounded to f16 into scratch (K
+/// contiguous, then V on the next 256-byte boundary) where that lets `flash_attn_coop.wgsl`
+/// take them instead of the f32 tiles' scalar products: the copies read K and V once, the
+/// attention reads them once per block of query rows. The rounding is the one the coop kernel
+/// already applies to q and the probabilities. The copy dispatches and the staged operands;
+/// `None` where the attention is not such a case.
+fn stage_f16(
+    ctx: &Ctx,
+    n_q: u64,
+    (k, v): (&Operand, &Operand),
+) -> Result<Option<(Vec<Dispatch>, Operand, Operand)>> {
+    if (k.dtype, v.dtype) != (DType::F32, DType::F32) || !ctx.caps.shader_f16 {
+        return Ok(None);
+    }
+    let k16 = Operand::scratch_of(DType::F16, k.layout.ne, 0)?;
+    let v_at = k16.layout.span_bytes(DType::F16).next_multiple_of(256);
+    let v16 = Operand::scratch_of(DType::F16, v.layout.ne, v_at)?;
+    if !coop_attention(ctx, n_q, (&k16, &v16)) {
+        return Ok(None);
+    }
+    let copies = vec![
+        super::shape::copy_into(ctx, k.clone(), k16.clone())?,
+        super::shape::copy_into(ctx, v.clone(), v16.clone())?,
+    ];
+    Ok(Some((copies, k16, v16)))
+}
+
 fn combine_key(sinks: bool, dv: u32) -> PipelineKey {
     PipelineKey {
         kernel: Kernel::FlashAttnCombine { sinks, dv },
@@ -417,6 +444,14 @@ fn plan(
     // Prefill: cooperative matrices where they run, else the f32 tiles.
     let heads = (ctx.items(d)?, ctx.items(dv)?);
     let cpu = ctx.caps.cpu_shapes;
+    let staged = match q8x {
+        None => stage_f16(ctx, q.layout.ne[1], (&k, &v))?,
+        Some(_) => None,
+    };
+    let (mut out, k, v) = match staged {
+        Some((copies, k16, v16)) => (copies, k16, v16),
+        None => (Vec::new(), k, v),
+    };
     let prefill = match coop_attention(ctx, q.layout.ne[1], (&k, &v)) {
         true => Some((coop_key(mask_dtype, sinks.is_some(), heads), 64)),
         // A CPU adapter runs prompts through the vec kernel too: one octet a workgroup.
@@ -432,7 +467,8 @@ fn plan(
         }
         let groups = q.layout.ne[1].div_ceil(u64::from(bq)) * n_head * q.layout.ne[3];
         let operands = unsplit_operands([q, k, v], mask, sinks, dst);
-        return unsplit(ctx, key, operands, op, groups).map(Some);
+        out.extend(unsplit(ctx, key, operands, op, groups)?);
+        return Ok(Some(out));
     }
     let (vec, shape) = vec_shape(
         ctx,

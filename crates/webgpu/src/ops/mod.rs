@@ -102,10 +102,17 @@ impl Operand {
 
     /// `n` values of `dtype` in the scratch buffer.
     pub fn scratch(dtype: DType, n: u64) -> Result<Operand> {
+        Operand::scratch_of(dtype, [n.max(1), 1, 1, 1], 0)
+    }
+
+    /// A contiguous `ne` of `dtype` in the scratch buffer, `offset` bytes in.
+    pub fn scratch_of(dtype: DType, ne: [u64; 4], offset: u64) -> Result<Operand> {
+        let mut layout = Layout::contiguous(dtype, ne)?;
+        layout.offset = offset;
         Ok(Operand {
             tensor: SCRATCH,
             dtype,
-            layout: Layout::contiguous(dtype, [n.max(1), 1, 1, 1])?,
+            layout,
         })
     }
 }
@@ -116,7 +123,7 @@ pub(crate) fn scratch_bytes(dispatches: &[Dispatch]) -> u64 {
         .iter()
         .flat_map(|d| &d.operands)
         .filter(|o| o.tensor == SCRATCH)
-        .map(|o| o.layout.span_bytes(o.dtype))
+        .map(|o| o.layout.offset + o.layout.span_bytes(o.dtype))
         .max()
         .unwrap_or(0)
 }

@@ -37,7 +37,7 @@ fn out_view(ctx: &Ctx, ne: [u64; 4], nb: [u64; 4], offset: u64) -> Operand {
 }
 
 /// A copy of `src` into `dst` (same element count, flat order), exact for i32.
-fn copy_into(ctx: &Ctx, src: Operand, dst: Operand) -> Result<Dispatch> {
+pub(super) fn copy_into(ctx: &Ctx, src: Operand, dst: Operand) -> Result<Dispatch> {
     let n = src.layout.nelements();
     let key = map_key(COPY, src.dtype, dst.dtype);
     ctx.per_item(key, vec![src, dst], [0; OP_WORDS], n)

@@ -396,6 +396,26 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             ..BASE
         },
         // Prefill.
+        // f32 K/V of an encoder (no mask; a padding mask): rounded to f16 for the cooperative
+        // kernel where it runs.
+        Spec {
+            n_q: 40,
+            n_kv: 300,
+            n_head: 3,
+            n_head_kv: 3,
+            ..BASE
+        },
+        Spec {
+            d: 128,
+            dv: 128,
+            n_q: 33,
+            n_kv: 90,
+            n_head: 4,
+            n_head_kv: 2,
+            batch: 2,
+            mask: random32_dead,
+            ..BASE
+        },
         Spec {
             n_q: 7,
             n_kv: 5,
