@@ -858,6 +858,7 @@ mod tests {
     use wgllm_core::{DType, Graph};
 
     use crate::kernels::Kernel;
+    use crate::ops::SCRATCH;
 
     /// The dispatches of an attention of `n_q` query rows over `n_kv` keys (32/8 heads of `d`,
     /// f16 cache) on a device with `wg_bytes` of workgroup memory.
@@ -1003,6 +1004,34 @@ mod tests {
         ));
         assert!(matches!(coop(32, 512).0, Kernel::FlashAttnTile { .. }));
         assert!(matches!(coop(128, 8).0, Kernel::FlashAttnVec { .. }));
+        // f32 K/V (an encoder's) are rounded into f16 scratch first, V after K.
+        let mut g = Graph::new();
+        let q = g.input("q", DType::F32, [64, 1500, 6, 1]).unwrap();
+        let k = g.input("k", DType::F32, [64, 1500, 6, 1]).unwrap();
+        let a = g
+            .flash_attn_ext(q, k, k, None, None, 0.1, 0.0, 0.0)
+            .unwrap();
+        let caps = super::super::matmul::tests::caps(true, 32, 49152);
+        let p = super::super::plan_node(&g, a, &caps).unwrap();
+        let kernels: Vec<Kernel> = p.iter().map(|d| d.key.kernel).collect();
+        assert!(matches!(
+            kernels[..],
+            [
+                Kernel::Map { .. },
+                Kernel::Map { .. },
+                Kernel::FlashAttnCoop { d: 64, .. }
+            ]
+        ));
+        let (k16, v16) = (&p[2].operands[1], &p[2].operands[2]);
+        assert_eq!(
+            (k16.tensor, k16.dtype, k16.layout.offset),
+            (SCRATCH, DType::F16, 0)
+        );
+        assert_eq!(
+            v16.layout.offset,
+            (64 * 1500 * 6 * 2u64).next_multiple_of(256)
+        );
+        assert_eq!(crate::ops::scratch_bytes(&p), 2 * 64 * 1500 * 6 * 2);
         // A block takes 32 rows: 512 rows of 32 heads are 16 · 32 workgroups.
         assert_eq!(plan(128, 512, 600, 49152)[0].items, 16 * 32);
     }
