@@ -4,7 +4,8 @@
 //! configuration may still get a fragment layout, a conversion or a strided load wrong, and a
 //! kernel built on them would then answer garbage without any error. So when a backend opens
 //! with them, both cooperative-matrix kernels run one small case whose answer the host knows
-//! (`mul_mat_coop.wgsl` on small integers, where f16 operands and f32 sums are exact;
+//! (`mul_mat_coop.wgsl` on small integers, where f16 operands and f32 sums are exact, its sums
+//! starting from a bias and a residual as the fused adds of encoders and prefills run it;
 //! `flash_attn_coop.wgsl` against an f64 softmax), with partial tiles at every edge. If either
 //! fails, errs or returns a non-finite value, the backend plans without cooperative matrices
 //! and says why ([`crate::Capabilities::cooperative_matrix_failure`]). The op table is the
@@ -54,27 +55,40 @@ async fn run(backend: &dyn Backend, case: &CheckCase) -> Result<Vec<f32>> {
     to_f32(DType::F32, &out[0])
 }
 
-/// The product case: the graph, its inputs and the exact answer.
+/// The product case, `w · x + bias + residual`: the graph, its inputs and the exact answer.
 fn product_case() -> Result<CheckCase> {
     let [k, m, n] = MM;
     let w: Vec<f32> = (0..k * m).map(|i| ((i * 7) % 5) as f32 - 2.0).collect();
     let x: Vec<f32> = (0..k * n).map(|i| ((i * 3) % 7) as f32 - 3.0).collect();
+    let bias: Vec<f32> = (0..m).map(|i| (i % 3) as f32 - 1.0).collect();
+    let res: Vec<f32> = (0..m * n).map(|i| ((i * 5) % 9) as f32 - 4.0).collect();
     let mut g = Graph::new();
     let wt = g.input("w", DType::F16, [k, m, 1, 1])?;
     let xt = g.input("x", DType::F32, [k, n, 1, 1])?;
-    let r = g.mul_mat(wt, xt)?;
-    g.mark_output(r)?;
+    let bt = g.input("bias", DType::F32, [m, 1, 1, 1])?;
+    let rt = g.input("residual", DType::F32, [m, n, 1, 1])?;
+    let y = g.mul_mat(wt, xt)?;
+    let y = g.add(y, bt)?;
+    let y = g.add(rt, y)?;
+    g.mark_output(y)?;
     let (k, m, n) = (k as usize, m as usize, n as usize);
     let want = (0..m * n)
         .map(|o| {
             let (i, j) = (o % m, o / m);
-            (0..k).map(|c| w[i * k + c] * x[j * k + c]).sum()
+            let dot: f32 = (0..k).map(|c| w[i * k + c] * x[j * k + c]).sum();
+            dot + bias[i] + res[o]
         })
         .collect();
+    let inputs = vec![
+        (wt, f16_bytes(&w)),
+        (xt, f32_bytes(&x)),
+        (bt, f32_bytes(&bias)),
+        (rt, f32_bytes(&res)),
+    ];
     Ok(CheckCase {
         graph: g,
         built: Built {
-            inputs: vec![(wt, f16_bytes(&w)), (xt, f32_bytes(&x))],
+            inputs,
             states: Vec::new(),
         },
         want,
@@ -207,9 +221,14 @@ mod tests {
                 .map(|d| d.key.kernel)
                 .collect()
         };
-        assert!(kernels(&product_case().unwrap().graph)
-            .iter()
-            .any(|k| matches!(k, Kernel::MulMatCoop { .. })));
+        assert!(matches!(
+            kernels(&product_case().unwrap().graph)[..],
+            [Kernel::MulMatCoop {
+                bias: true,
+                res: true,
+                ..
+            }]
+        ));
         assert!(kernels(&attention_case().unwrap().graph)
             .iter()
             .any(|k| matches!(k, Kernel::FlashAttnCoop { .. })));

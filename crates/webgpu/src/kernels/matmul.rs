@@ -146,12 +146,30 @@ pub(super) fn configure(key: &PipelineKey, spec: &mut Spec) -> Result<&'static s
             spec.routes = id;
             MUL_MAT_TILED
         }
-        Kernel::MulMatCoop { bn, id } => {
+        Kernel::MulMatCoop {
+            bn,
+            id,
+            bias,
+            res,
+            act,
+        } => {
             // A tile's weight rows are its invocations.
             let bm = key.wg;
             if bm != 128 || !matches!(bn, 64 | 128) {
                 return Err(format!("mul_mat_coop: {bm} × {bn} tiles"));
             }
+            if id && (bias || res || act.is_some()) {
+                return Err("mul_mat_coop: an epilogue on routed columns".into());
+            }
+            spec.flags_if(&[(bias || res, "INIT"), (bias, "BIAS"), (res, "RES")]);
+            if let Some(expr) = act {
+                spec.flag("ACT");
+                spec.var("ACT", expr);
+                spec.activations = true;
+            }
+            // The bindings' descriptor slots: the addends after the activations, dst last.
+            spec.var("RES", 2 + u32::from(bias));
+            spec.var("DST", key.dtypes.len() - 1);
             spec.var("BM", bm);
             spec.var("BN", bn);
             // Accumulators per subgroup along n, and activation vec4s per invocation and step.

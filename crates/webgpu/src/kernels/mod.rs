@@ -108,7 +108,17 @@ pub enum Kernel {
     /// `mul_mat_coop.wgsl` with `quant_unit.wgsl`: cooperative matrices (f16 operands, f32
     /// accumulation), `wg` × `bn` output tiles (a weight row per invocation), bindings as for
     /// `MulMatVec` but for f16 weights (vec4<f16>, no decoder); `id` as for `MulMatTiled`.
-    MulMatCoop { bn: u32, id: bool },
+    /// The sums start from the addends fused from the adds that read the product (not with
+    /// `id`): `bias` one f32 value per row (src2), `res` an f32 residual of the result's shape
+    /// (the binding after the bias, or src2); `act`, an activation's f32 expression of `x`
+    /// (activations.wgsl), is applied to each sum as it is stored.
+    MulMatCoop {
+        bn: u32,
+        id: bool,
+        bias: bool,
+        res: bool,
+        act: Option<&'static str>,
+    },
     /// `mul_mat_split.wgsl`: the sum of a `MulMatCoop` product's splits along k (f32 slices
     /// in src0) into dst.
     MulMatSplit,

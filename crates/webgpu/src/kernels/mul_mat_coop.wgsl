@@ -40,6 +40,11 @@
 // With ID (mul_mat_id; see mul_mat_routes.wgsl) workgroup z is an expert's bucket of routed
 // columns, which the tiles along n (op_u(6), taken n first) step over; no split, and every
 // tile stores through workgroup memory (its columns are scattered in dst).
+// With INIT the sums start from the adds fused into the product (`ops::matmul::CoopEpilogue`): a
+// bias per weight row (BIAS) and a residual of dst's shape (RES), each accumulator loaded once
+// through workgroup memory before the first step; the add's own pass over the result goes.
+// With ACT (an activation read only by the product, fused too; no split) each sum is stored
+// as the activation of it, every tile through workgroup memory.
 
 #if U_F16
 #else
@@ -48,6 +53,8 @@ fn ldw(i: u32) -> u32 {
 }
 #endif
 
+// The descriptor slot of dst (after the addends).
+const DST: u32 = {{DST}}u;
 const BM: u32 = {{BM}}u;
 const BN: u32 = {{BN}}u;
 const BK: u32 = 32u;
@@ -118,6 +125,30 @@ fn put_w(s: u32, xp: vec2<u32>, w: WPart) {
 fn put_b(i: u32, v: vec4<f32>) {
     b_sh[i / 4u] = vec4<f16>(v);
 }
+
+// A sum as it is stored: with ACT, the activation of it.
+fn finish(x: f32) -> f32 {
+#if ACT
+    return {{ACT}};
+#else
+    return x;
+#endif
+}
+
+#if INIT
+// What the sums of result element (m, n) of batch (i2, i3) start from: the bias of row m
+// (BIAS, src2) plus the residual's element (RES).
+fn addend(m: u32, n: u32, i2: u32, i3: u32) -> f32 {
+    var v = 0.0;
+#if BIAS
+    v += load_src2(t_idx(2u, vec4<u32>(m, 0u, 0u, 0u)));
+#endif
+#if RES
+    v += load_src{{RES}}(t_idx({{RES}}u, vec4<u32>(m, n, i2, i3)));
+#endif
+    return v;
+}
+#endif
 
 @compute @workgroup_size(BM)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -199,6 +230,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var acc_$i_$j = coop_mat16x16<f32, C>();
 #endunroll
 #endunroll
+#if INIT
+        // Split 0's sums start from the addends (the other splits' from 0), each accumulator
+        // loaded from this subgroup's 16 × 16 of c_sh; rows and columns past the result read
+        // the last one's (they are never stored).
+        if (sp == 0u) {
+            let c0 = 256u * sid;
+#unroll i 4
+#unroll j NF
+            for (var e = lane; e < 256u; e += 32u) {
+                let m = min(m0 + wm + 16u * $iu + e % 16u, m_len - 1u);
+                let n = min(n0 + wn + 16u * $ju + e / 16u, n_len - 1u);
+                c_sh[c0 + e] = addend(m, n, i2, i3);
+            }
+            workgroupBarrier();
+            acc_$i_$j = coopLoad<coop_mat16x16<f32, C>>(&c_sh[c0], 16u);
+            workgroupBarrier();
+#endunroll
+#endunroll
+        }
+#endif
 
 #unroll j 4
         put_w(a_s_$j, xp, w_$j);
@@ -257,13 +308,19 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #if ID
         {
 #else
-        let dnb = t_nb(2u, 1u);
+        let dnb = t_nb(DST, 1u);
         let whole = m0 + BM <= m_len && n0 + BN <= n_len;
-        if (whole && dnb % 4u == 0u && t_off(2u) % 4u == 0u) {
+        // With ACT every tile stores element by element (the activation of each sum).
+#if ACT
+        let direct = false;
+#else
+        let direct = whole && dnb % 4u == 0u && t_off(DST) % 4u == 0u;
+#endif
+        if (direct) {
 #unroll i 4
 #unroll j NF
             let o_$i_$j =
-                t_idx(2u, vec4<u32>(m0 + wm + 16u * $iu, n0 + wn + 16u * $ju, i2 + sp, i3));
+                t_idx(DST, vec4<u32>(m0 + wm + 16u * $iu, n0 + wn + 16u * $ju, i2 + sp, i3));
             coopStore(acc_$i_$j, &dst[o_$i_$j], dnb);
 #endunroll
 #endunroll
@@ -281,7 +338,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 #if ID
                     store_dst(route_dst(m, route_col(bk, n)), c_sh[c0 + e]);
 #else
-                    store_dst(t_idx(2u, vec4<u32>(m, n, i2 + sp, i3)), c_sh[c0 + e]);
+                    store_dst(t_idx(DST, vec4<u32>(m, n, i2 + sp, i3)), finish(c_sh[c0 + e]));
 #endif
                 }
             }

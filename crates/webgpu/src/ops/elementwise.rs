@@ -38,7 +38,7 @@ fn binary_symbol(op: BinaryOp) -> &'static str {
 }
 
 /// The WGSL f32 expression of `x` for a unary op (helpers in `unary.wgsl`) and its parameters.
-fn unary_expr(op: UnaryOp) -> (&'static str, Vec<f32>) {
+pub(super) fn unary_expr(op: UnaryOp) -> (&'static str, Vec<f32>) {
     let e = match op {
         UnaryOp::Abs => "abs(x)",
         UnaryOp::Sgn => "sign(x)",

@@ -14,6 +14,14 @@
 //! - mat-vec + residual: `add(mul_mat(W, x), r)` (either order) with r of the product's shape,
 //!   when the product takes the mat-vec path → `mul_mat_vec.wgsl` with ADD (the attention
 //!   output and FFN down projections of every block).
+//! - coop product + addends: `add(mul_mat(W, x), b)` with b one f32 row of the result's rows
+//!   (a bias), `add(mul_mat(W, x), r)` with r of the result's shape (a residual), or both
+//!   (`add(add(mul_mat(W, x), b), r)`), when the product takes the coop tiles →
+//!   `mul_mat_coop.wgsl` with INIT: the sums start from the addends (every linear layer of an
+//!   encoder, and a prefill's attention output and FFN down projections).
+//! - coop product + activation: `act(mul_mat(W, x))` or `act(add(mul_mat(W, x), b))` (a
+//!   bias row), `act` a unary op without parameters, when the product takes the coop tiles →
+//!   `mul_mat_coop.wgsl` with ACT (and INIT): an encoder FFN's first layer and its GELU.
 //! - expert sum: `add(… add(view(x, 0), view(x, 1)) …, view(x, n - 1))`, the views slot i of
 //!   `x = mul(outputs, weights)` ([e, n, t] times [1, n, t]), each add and view read only by
 //!   the next add and x only by the views, and a residual added to it or not →
@@ -187,6 +195,9 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
         let d = matmul::mul_mat_vec_norm(anchor, &norm)?;
         return Ok(d.map(|d| (parts, d)));
     }
+    if let Op::Unary(op) = anchor.node.op {
+        return coop_activation(anchor, op, uses);
+    }
     if let Op::Rope(p) = &anchor.node.op {
         return rope_pair(anchor, p);
     }
@@ -255,10 +266,100 @@ fn fused(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Disp
                     return Ok(Some((vec![mm], d)));
                 }
             }
-            Ok(None)
+            coop_addends(anchor, uses)
         }
         _ => Ok(None),
     }
+}
+
+/// A coop product's addends: `add(mul_mat(W, x), t)` (either order), `t` a bias row or a
+/// residual, or `add(add(mul_mat(W, x), bias), residual)` (either order at each add), the
+/// inner add read only by the outer → `mul_mat_coop.wgsl` with INIT (every linear layer of an
+/// encoder adds a bias; pre-norm blocks add a residual to two products).
+fn coop_addends(anchor: &Ctx, uses: &[usize]) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+    let g = anchor.graph;
+    let private = |t: TensorId| only(g, uses, t, 1);
+    let is_add = |t: TensorId| g.node(t).op == Op::Binary(BinaryOp::Add);
+    let dst = anchor.out();
+    let row = |t: TensorId| g.node(t).layout.ne == [dst.layout.ne[0], 1, 1, 1];
+    let (s0, s1) = (anchor.node.src(0)?, anchor.node.src(1)?);
+    // (product, bias, residual, the inner add when there are two).
+    let mut found = None;
+    for (p, t) in [(s0, s1), (s1, s0)] {
+        if g.node(p).op == Op::MulMat && private(p) {
+            found = Some(match row(t) {
+                true => (p, Some(t), None, None),
+                false => (p, None, Some(t), None),
+            });
+            break;
+        }
+        if is_add(p) && private(p) && !row(t) {
+            let inner = g.node(p);
+            let (i0, i1) = (inner.src(0)?, inner.src(1)?);
+            for (q, b) in [(i0, i1), (i1, i0)] {
+                if g.node(q).op == Op::MulMat && private(q) && row(b) {
+                    found = Some((q, Some(b), Some(t), Some(p)));
+                }
+            }
+            if found.is_some() {
+                break;
+            }
+        }
+    }
+    let Some((mm, bias, residual, inner)) = found else {
+        return Ok(None);
+    };
+    let operand = |t: Option<TensorId>| -> Result<Option<super::Operand>> {
+        t.map(|t| Ok(ctx(g, t, anchor.caps)?.out())).transpose()
+    };
+    let add = matmul::CoopEpilogue {
+        bias: operand(bias)?,
+        residual: operand(residual)?,
+        act: None,
+    };
+    let d = matmul::mul_mat_coop_epilogue(&ctx(g, mm, anchor.caps)?, &add, dst)?;
+    Ok(d.map(|d| (std::iter::once(mm).chain(inner).collect(), d)))
+}
+
+/// A coop product's activation: `act(mul_mat(W, x))` or `act(add(mul_mat(W, x), b))` with b
+/// a bias row, the product (and add) read only by the next, `act` a unary op without
+/// parameters → `mul_mat_coop.wgsl` with ACT (and INIT): an encoder FFN's first linear layer
+/// and its GELU in one dispatch.
+fn coop_activation(
+    anchor: &Ctx,
+    op: wgllm_core::op::UnaryOp,
+    uses: &[usize],
+) -> Result<Option<(Vec<TensorId>, Vec<Dispatch>)>> {
+    let g = anchor.graph;
+    let private = |t: TensorId| only(g, uses, t, 1);
+    let (expr, params) = super::elementwise::unary_expr(op);
+    let x = anchor.node.src(0)?;
+    if !params.is_empty() || !private(x) || anchor.node.dtype != DType::F32 {
+        return Ok(None);
+    }
+    let (mm, bias) = match g.node(x).op {
+        Op::MulMat => (x, None),
+        Op::Binary(BinaryOp::Add) => {
+            let (p, b) = (g.node(x).src(0)?, g.node(x).src(1)?);
+            let row = g.node(b).layout.ne == [anchor.node.layout.ne[0], 1, 1, 1];
+            if g.node(p).op != Op::MulMat || !private(p) || !row {
+                return Ok(None);
+            }
+            (p, Some(ctx(g, b, anchor.caps)?.out()))
+        }
+        _ => return Ok(None),
+    };
+    let epi = matmul::CoopEpilogue {
+        bias,
+        residual: None,
+        act: Some(expr),
+    };
+    let d = matmul::mul_mat_coop_epilogue(&ctx(g, mm, anchor.caps)?, &epi, anchor.out())?;
+    let parts = match mm == x {
+        true => vec![mm],
+        false => vec![mm, x],
+    };
+    Ok(d.map(|d| (parts, d)))
 }
 
 /// The norm of node `t` when it is `mul(norm(x), w)` (the norm × weight pattern): an RMS or

@@ -86,7 +86,7 @@ fn product(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dis
             None if ctx.caps.cpu_shapes && unit_decoded(a.dtype) => {
                 mul_mat_vec_chunks(ctx, &a, &b, &dst)
             }
-            None => mul_mat_tiled(ctx, &a, &b, &dst),
+            None => mul_mat_tiled(ctx, &a, &b, &dst, &CoopEpilogue::default()),
         };
     }
     let tiles = n.div_ceil(u64::from(TN));
@@ -833,11 +833,90 @@ fn split_key() -> PipelineKey {
 }
 
 fn coop_key(a: DType, bm: u32, bn: u32, id: bool) -> PipelineKey {
+    coop_add_key(a, bm, bn, id, &CoopEpilogue::default())
+}
+
+/// [`coop_key`] of a product with the epilogue `epi`.
+fn coop_add_key(a: DType, bm: u32, bn: u32, id: bool, epi: &CoopEpilogue) -> PipelineKey {
+    let (bias, res) = (epi.bias.is_some(), epi.residual.is_some());
+    let mut dtypes = tile_dtypes(a, id);
+    let at = dtypes.len() - 1;
+    dtypes.splice(at..at, epi.operands().map(|o| o.dtype));
     PipelineKey {
-        kernel: Kernel::MulMatCoop { bn, id },
-        dtypes: tile_dtypes(a, id),
+        kernel: Kernel::MulMatCoop {
+            bn,
+            id,
+            bias,
+            res,
+            act: epi.act,
+        },
+        dtypes,
         wg: bm,
     }
+}
+
+/// The nodes that read a coop product, fused into it: what its sums start from (`bias`, one
+/// f32 value per result row, as a linear layer's `[m, 1, 1, 1]`; `residual`, an f32 tensor of
+/// the result's extents) and the activation (`act`, an f32 expression of `x`) stored in place
+/// of each sum.
+#[derive(Clone, Default)]
+pub(super) struct CoopEpilogue {
+    pub bias: Option<Operand>,
+    pub residual: Option<Operand>,
+    pub act: Option<&'static str>,
+}
+
+impl CoopEpilogue {
+    fn is_empty(&self) -> bool {
+        self.bias.is_none() && self.residual.is_none() && self.act.is_none()
+    }
+
+    fn operands(&self) -> impl Iterator<Item = &Operand> {
+        self.bias.iter().chain(&self.residual)
+    }
+
+    /// The addends of the result rows `first .. first + m` (a weight's row window).
+    fn window(&self, first: u64, m: u64) -> CoopEpilogue {
+        let cut = |o: &Operand| {
+            let mut o = o.clone();
+            o.layout.offset += first * o.layout.nb[0];
+            o.layout.ne[0] = m;
+            o
+        };
+        CoopEpilogue {
+            bias: self.bias.as_ref().map(cut),
+            residual: self.residual.as_ref().map(cut),
+            act: self.act,
+        }
+    }
+}
+
+/// The mul_mat node `mm` (its context) with the epilogue `add`, as the coop products'
+/// dispatches writing `dst`; `None` where the product does not take `mul_mat_coop.wgsl` (the
+/// fused nodes then run as their own passes). Every linear layer of an encoder adds a bias, its
+/// FFN's first one an activation, and pre-norm blocks add their residual to two products.
+pub(super) fn mul_mat_coop_epilogue(
+    mm: &Ctx,
+    add: &CoopEpilogue,
+    dst: Operand,
+) -> Result<Option<Vec<Dispatch>>> {
+    let (a, b) = (mm.src(0)?, mm.src(1)?);
+    let (ea, eb, ed) = (a.layout.ne, b.layout.ne, dst.layout.ne);
+    let f32_row = |o: &Operand| o.dtype == DType::F32 && o.layout.ne == [ed[0], 1, 1, 1];
+    let ok = mm.out().layout.ne == ed
+        && dst.dtype == DType::F32
+        && b.dtype == DType::F32
+        && add.bias.as_ref().is_none_or(f32_row)
+        && (add.residual.as_ref()).is_none_or(|r| r.dtype == DType::F32 && r.layout.ne == ed)
+        && unit_path(mm, &a, &b)
+        && eb[1] > u64::from(VEC_COLS[VEC_COLS.len() - 1])
+        && !mm.caps.cpu_shapes
+        && windows::column_windows(mm, &b, &dst)?.len() == 1
+        && coop_tile(mm, &a, &dst, [ea[0], ea[1], eb[1], eb[2] * eb[3]]).is_some();
+    if !ok || add.is_empty() {
+        return Ok(None);
+    }
+    mul_mat_tiled(mm, &a, &b, &dst, add).map(Some)
 }
 
 /// Workgroup memory of `mul_mat_coop.wgsl` with `bm` × `bn` tiles: one f16 step of `bm`
@@ -908,14 +987,24 @@ pub(super) fn id_tile(ctx: &Ctx, a: &Operand) -> (PipelineKey, u64, u64) {
 /// mul_mat through `mul_mat_tiled.wgsl` (one workgroup per [`tiled_bm`] × 64 tile of the
 /// result), or `mul_mat_coop.wgsl` (128 × 64 or 128 × 128, split along k by [`coop_splits`])
 /// where [`coop_tile`] allows.
-fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<Vec<Dispatch>> {
+/// With `add` (coop tiles only) the sums start from those addends.
+fn mul_mat_tiled(
+    ctx: &Ctx,
+    a: &Operand,
+    b: &Operand,
+    dst: &Operand,
+    add: &CoopEpilogue,
+) -> Result<Vec<Dispatch>> {
     let (ea, eb) = (a.layout.ne, b.layout.ne);
     let (key, bm, bn) = match coop_tile(ctx, a, dst, [ea[0], ea[1], eb[1], eb[2] * eb[3]]) {
         Some((bm, bn)) => (
-            coop_key(a.dtype, bm, bn, false),
+            coop_add_key(a.dtype, bm, bn, false, add),
             u64::from(bm),
             u64::from(bn),
         ),
+        None if !add.is_empty() => {
+            return Err(ctx.unsupported("addends on a product that is not cooperative"))
+        }
         None => {
             let bm = tiled_bm(ctx, [ea[1], eb[1], eb[2] * eb[3]]);
             (tiled_key(a.dtype, bm, false), u64::from(bm), 64)
@@ -934,7 +1023,8 @@ fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<V
         if coop && tiles_n <= COOP_N_FIRST {
             op[6] = ctx.items(tiles_n)?;
         }
-        let splits = match coop {
+        // The activation is of the whole sum: no split.
+        let splits = match coop && add.act.is_none() {
             true => coop_splits(tiles_m * tiles_n, batches, ea[0]),
             false => 1,
         };
@@ -948,9 +1038,12 @@ fn mul_mat_tiled(ctx: &Ctx, a: &Operand, b: &Operand, dst: &Operand) -> Result<V
                 Some(part)
             }
         };
+        let mut operands = vec![w.operand, b.clone()];
+        operands.extend(add.window(w.first_row, m).operands().cloned());
+        operands.push(part.clone().unwrap_or(d.clone()));
         out.push(Dispatch {
             key: key.clone(),
-            operands: vec![w.operand, b.clone(), part.clone().unwrap_or(d.clone())],
+            operands,
             op_words: op,
             items: ctx.items(m * eb[1] * batches)?,
             groups: ctx.grid(tiles_m * tiles_n, batches * splits)?,
@@ -1028,6 +1121,24 @@ pub(super) fn keys() -> Vec<PipelineKey> {
             keys.push(coop_key(a, COOP_BM, 64, id));
         }
         keys.push(coop_key(a, COOP_BM, 128, false));
+        let f32s = |n| Operand::scratch(DType::F32, n).ok();
+        let gelu = Some("gelu(x)");
+        for (bias, residual, act) in [
+            (f32s(1), None, None),
+            (None, f32s(1), None),
+            (f32s(1), f32s(1), None),
+            (f32s(1), None, gelu),
+            (None, None, gelu),
+        ] {
+            let add = CoopEpilogue {
+                bias,
+                residual,
+                act,
+            };
+            for bn in [64, 128] {
+                keys.push(coop_add_key(a, COOP_BM, bn, false, &add));
+            }
+        }
     }
     keys.push(split_key());
     // Each mat-vec variant with its weights read-only too, and q4_K's int8 ones as vec4s.

@@ -2,7 +2,7 @@
 //! backend plans as one dispatch (the CPU runs it node by node), and a near miss it must not
 //! fuse. The op name is the pattern's, prefixed `FUSED`.
 
-use wgllm_core::op::{BinaryOp, GluOp, RopeMode};
+use wgllm_core::op::{BinaryOp, GluOp, RopeMode, UnaryOp};
 use wgllm_core::DType;
 
 use super::cases::{case, distinct_rows, f16_tol, input, product_tol, weight, MATMUL};
@@ -142,6 +142,87 @@ fn mat_vec_add_cases(out: &mut Vec<Case>) {
             let r = g.add(y, res)?;
             let r2 = g.mul(r, y)?;
             g.mark_output(r2)?;
+            Ok(b)
+        },
+    ));
+}
+
+/// A prefill product with its bias and residual adds (`mul_mat_coop.wgsl` with INIT where
+/// cooperative matrices run): edge tiles, a split along k, a weight of 128-column tiles.
+fn coop_addend_cases(out: &mut Vec<Case>) {
+    for (wt, k, m, n, bias, res) in [
+        (DType::F16, 64u64, 200u64, 100u64, true, true),
+        (DType::Q4_0, 2048, 256, 64, true, true),
+        (DType::Q8_0, 128, 128, 40, true, false),
+        (DType::F16, 96, 384, 130, false, true),
+        (DType::Q4_K, 256, 1024, 520, true, true),
+    ] {
+        let desc =
+            format!("FUSED mul_mat {wt} k={k} m={m} n={n} + bias: {bias}, + residual: {res}");
+        out.push(case(
+            "FUSED_MUL_MAT_ADD",
+            desc,
+            product_tol(n),
+            move |g, rng| {
+                let mut b = Built::default();
+                let w = weight(g, rng, wt, [k, m, 1, 1])?;
+                let x = input(g, rng, &mut b, DType::F32, [k, n, 1, 1], -1.0, 1.0)?;
+                let mut y = g.mul_mat(w, x)?;
+                if bias {
+                    let bv = input(g, rng, &mut b, DType::F32, [m, 1, 1, 1], -1.0, 1.0)?;
+                    y = g.add(y, bv)?;
+                }
+                if res {
+                    let r = input(g, rng, &mut b, DType::F32, [m, n, 1, 1], -1.0, 1.0)?;
+                    y = g.add(r, y)?;
+                }
+                g.mark_output(y)?;
+                Ok(b)
+            },
+        ));
+    }
+    // An FFN's first layer: the activation of a product (and its bias).
+    for (wt, k, m, n, bias, op) in [
+        (DType::F16, 64u64, 300u64, 70u64, true, UnaryOp::Gelu),
+        (DType::Q8_0, 2048, 128, 32, true, UnaryOp::GeluErf),
+        (DType::F16, 128, 512, 200, false, UnaryOp::Silu),
+    ] {
+        let desc = format!("FUSED {op:?}(mul_mat {wt} k={k} m={m} n={n} + bias: {bias})");
+        out.push(case(
+            "FUSED_MUL_MAT_ACT",
+            desc,
+            product_tol(n),
+            move |g, rng| {
+                let mut b = Built::default();
+                let w = weight(g, rng, wt, [k, m, 1, 1])?;
+                let x = input(g, rng, &mut b, DType::F32, [k, n, 1, 1], -1.0, 1.0)?;
+                let mut y = g.mul_mat(w, x)?;
+                if bias {
+                    let bv = input(g, rng, &mut b, DType::F32, [m, 1, 1, 1], -1.0, 1.0)?;
+                    y = g.add(y, bv)?;
+                }
+                let y = g.unary(y, op)?;
+                g.mark_output(y)?;
+                Ok(b)
+            },
+        ));
+    }
+    // The biased product is also an output: only the bias is fused.
+    out.push(case(
+        "FUSED_MUL_MAT_ADD",
+        "FUSED mul_mat f16 + bias, also an output, + residual".into(),
+        product_tol(48),
+        |g, rng| {
+            let mut b = Built::default();
+            let w = weight(g, rng, DType::F16, [64, 128, 1, 1])?;
+            let x = input(g, rng, &mut b, DType::F32, [64, 48, 1, 1], -1.0, 1.0)?;
+            let bv = input(g, rng, &mut b, DType::F32, [128, 1, 1, 1], -1.0, 1.0)?;
+            let r = input(g, rng, &mut b, DType::F32, [128, 48, 1, 1], -1.0, 1.0)?;
+            let y = g.mul_mat(w, x)?;
+            let y = g.add(y, bv)?;
+            let z = g.add(y, r)?;
+            g.mark_output(y)?;
+            g.mark_output(z)?;
             Ok(b)
         },
     ));
@@ -833,6 +914,7 @@ pub(super) fn add(out: &mut Vec<Case>) {
     norm_mul_cases(out);
     norm_pair_cases(out);
     mat_vec_add_cases(out);
+    coop_addend_cases(out);
     glu_cases(out);
     qkv_cases(out);
     norm_product_cases(out);

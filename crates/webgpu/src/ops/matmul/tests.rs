@@ -177,7 +177,13 @@ fn coop_f16_weights_need_rows_on_8_bytes() {
         let d = super::super::plan_node(&g, r, &caps(true, 32, 49152)).unwrap();
         d[0].key.kernel
     };
-    let coop = Kernel::MulMatCoop { bn: 64, id: false };
+    let coop = Kernel::MulMatCoop {
+        bn: 64,
+        id: false,
+        bias: false,
+        res: false,
+        act: None,
+    };
     let tiled = Kernel::MulMatTiled { bm: 64, id: false };
     // f16 rows of 128 bytes: 0, 8 and 64 bytes in stay on 8 bytes; 4 and 68 do not.
     for (offset, want) in [
@@ -282,20 +288,56 @@ fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
     // 64 tiles of 128 × 128 are enough for the wide ones, 1 × 1 × 127 are not.
     assert_eq!(
         planned(&on, 100, 33, 1),
-        (Kernel::MulMatCoop { bn: 64, id: false }, 1)
+        (
+            Kernel::MulMatCoop {
+                bn: 64,
+                id: false,
+                bias: false,
+                res: false,
+                act: None
+            },
+            1
+        )
     );
     assert_eq!(
         planned(&on, 200, 33, 1),
-        (Kernel::MulMatCoop { bn: 64, id: false }, 2)
+        (
+            Kernel::MulMatCoop {
+                bn: 64,
+                id: false,
+                bias: false,
+                res: false,
+                act: None
+            },
+            2
+        )
     );
     assert_eq!(plan(&on, 200, 33, 1).key.wg, 128);
     assert_eq!(
         planned(&on, 130, 130, 64),
-        (Kernel::MulMatCoop { bn: 128, id: false }, 2 * 2 * 64)
+        (
+            Kernel::MulMatCoop {
+                bn: 128,
+                id: false,
+                bias: false,
+                res: false,
+                act: None
+            },
+            2 * 2 * 64
+        )
     );
     assert_eq!(
         planned(&on, 128, 128, 127),
-        (Kernel::MulMatCoop { bn: 64, id: false }, 2 * 127)
+        (
+            Kernel::MulMatCoop {
+                bn: 64,
+                id: false,
+                bias: false,
+                res: false,
+                act: None
+            },
+            2 * 127
+        )
     );
     // Tiles along n first (op word 6: their count) up to 8 of them, along m beyond.
     assert_eq!(plan(&on, 600, 512, 1).op_words[6], 8);
@@ -326,7 +368,16 @@ fn prefill_takes_cooperative_matrices_where_the_device_has_them() {
     let narrow = caps(true, 32, 24572);
     assert_eq!(
         planned(&narrow, 130, 130, 64),
-        (Kernel::MulMatCoop { bn: 64, id: false }, 2 * 3 * 64)
+        (
+            Kernel::MulMatCoop {
+                bn: 64,
+                id: false,
+                bias: false,
+                res: false,
+                act: None
+            },
+            2 * 3 * 64
+        )
     );
 }
 
@@ -372,7 +423,18 @@ fn coop_products_with_few_tiles_split_along_k() {
         let groups: u32 = d[0].groups.iter().product();
         (kernels, d[0].op_words[7], groups)
     };
-    let split = |bn| vec![Kernel::MulMatCoop { bn, id: false }, Kernel::MulMatSplit];
+    let split = |bn| {
+        vec![
+            Kernel::MulMatCoop {
+                bn,
+                id: false,
+                bias: false,
+                res: false,
+                act: None,
+            },
+            Kernel::MulMatSplit,
+        ]
+    };
     // A 512-token prefill through q and o of a 4096-wide layer (128 tiles): 2 splits; k and
     // v's 1,024 rows (64 tiles of 128 × 64): 4; the down projection's rows of 14,336: 2.
     assert_eq!(plan(4096, 4096, 512, 1), (split(128), 2, 256));
@@ -380,7 +442,18 @@ fn coop_products_with_few_tiles_split_along_k() {
     assert_eq!(plan(14336, 4096, 512, 1), (split(128), 2, 256));
     // Enough tiles (4096³, the gate and up projections), rows too short for 32 steps a split,
     // or batches: no split.
-    let whole = |bn| (vec![Kernel::MulMatCoop { bn, id: false }], 0);
+    let whole = |bn| {
+        (
+            vec![Kernel::MulMatCoop {
+                bn,
+                id: false,
+                bias: false,
+                res: false,
+                act: None,
+            }],
+            0,
+        )
+    };
     let no_split = |p: (Vec<Kernel>, u32, u32)| (p.0, p.1);
     assert_eq!(no_split(plan(4096, 4096, 4096, 1)), whole(128));
     assert_eq!(no_split(plan(4096, 14336, 512, 1)), whole(128));
@@ -490,7 +563,13 @@ fn mul_mat_id_routes_prefill_columns_to_the_tiled_kernels() {
             .collect::<Vec<_>>()
     };
     let route = (Kernel::MoeRoute, [17, 1, 1]);
-    let coop = Kernel::MulMatCoop { bn: 64, id: true };
+    let coop = Kernel::MulMatCoop {
+        bn: 64,
+        id: true,
+        bias: false,
+        res: false,
+        act: None,
+    };
     assert_eq!(plan(true, 32), vec![route, (coop, [2, 1, 17])]);
     let tiled = Kernel::MulMatTiled { bm: 64, id: true };
     assert_eq!(plan(false, 100), vec![route, (tiled, [4 * 2, 1, 17])]);
@@ -504,4 +583,66 @@ fn mul_mat_id_routes_prefill_columns_to_the_tiled_kernels() {
             _
         ))
     ));
+}
+
+/// A prefill product's bias add, and the residual add after it, plan into its coop dispatch;
+/// a decode product keeps its bias add (the mat-vec fuses only a residual).
+#[test]
+fn coop_products_start_from_their_bias_and_residual() {
+    let on = caps(true, 32, 49152);
+    let kernels = |n: u64, bias: bool, res: bool| {
+        let mut g = Graph::new();
+        let w = Bytes::from(vec![0u8; 64 * 256 * 2]);
+        let w = g.weight("w", DType::F16, [64, 256, 1, 1], w).unwrap();
+        let b = Bytes::from(vec![0u8; 256 * 4]);
+        let b = g.weight("b", DType::F32, [256, 1, 1, 1], b).unwrap();
+        let x = g.input("x", DType::F32, [64, n, 1, 1]).unwrap();
+        let r = g.input("r", DType::F32, [256, n, 1, 1]).unwrap();
+        let mut y = g.mul_mat(w, x).unwrap();
+        if bias {
+            y = g.add(y, b).unwrap();
+        }
+        if res {
+            y = g.add(r, y).unwrap();
+        }
+        g.mark_output(y).unwrap();
+        let planned = super::super::plan_graph(&g, &on).unwrap();
+        let kernels: Vec<Kernel> = planned.dispatches.iter().map(|d| d.key.kernel).collect();
+        kernels
+    };
+    let coop = |bias, res| Kernel::MulMatCoop {
+        bn: 64,
+        id: false,
+        bias,
+        res,
+        act: None,
+    };
+    assert_eq!(kernels(64, true, true), vec![coop(true, true)]);
+    assert_eq!(kernels(64, true, false), vec![coop(true, false)]);
+    assert_eq!(kernels(64, false, true), vec![coop(false, true)]);
+    let ffn = {
+        let mut g = Graph::new();
+        let w = Bytes::from(vec![0u8; 64 * 256 * 2]);
+        let w = g.weight("w", DType::F16, [64, 256, 1, 1], w).unwrap();
+        let b = g.input("b", DType::F32, [256, 1, 1, 1]).unwrap();
+        let x = g.input("x", DType::F32, [64, 64, 1, 1]).unwrap();
+        let y = g.mul_mat(w, x).unwrap();
+        let y = g.add(y, b).unwrap();
+        let y = g.unary(y, wgllm_core::op::UnaryOp::Gelu).unwrap();
+        g.mark_output(y).unwrap();
+        super::super::plan_graph(&g, &on).unwrap().dispatches
+    };
+    assert_eq!(ffn.len(), 1);
+    assert!(matches!(
+        ffn[0].key.kernel,
+        Kernel::MulMatCoop {
+            bias: true,
+            res: false,
+            act: Some(_),
+            ..
+        }
+    ));
+    let decode = kernels(4, true, false);
+    assert_eq!(decode.len(), 2);
+    assert!(matches!(decode[0], Kernel::MulMatVec { .. }));
 }
