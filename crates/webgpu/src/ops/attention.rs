@@ -266,6 +266,10 @@ const COOP_MAX_HEAD: u64 = 128;
 /// size, so the cooperative products pay for it only from heads of 64 on (the measurements:
 /// bench/results/HISTORY.md, "coop flash attention head sizes").
 const COOP_MIN_HEAD: u64 = 64;
+/// Keys from which heads of 32 (MiniLM's) take `flash_attn_coop.wgsl` too: over 128 keys and
+/// more its products pay for the softmax, over 16 they do not (bench/results/
+/// 2026-12-07-session35.md, "heads of 32").
+const COOP_SMALL_HEAD_MIN_KV: u64 = 128;
 
 /// Workgroup memory of `flash_attn_coop.wgsl` (q's 64 rows, then K tiles of 32, padded by 8
 /// halves, Vᵀ of dv rows of 40 halves, f32 scores and f16 probabilities of 64 rows, four
@@ -276,8 +280,8 @@ fn coop_storage(d: u64, dv: u64) -> u64 {
 
 /// Whether `flash_attn_coop.wgsl` takes an attention of `n_q` query rows: prefill-sized,
 /// cooperative matrices (as the coop products need them), f16 K and V read as whole 16-byte
-/// words, head sizes multiples of 16 from [`COOP_MIN_HEAD`] (K) up to [`COOP_MAX_HEAD`], and
-/// the workgroup memory.
+/// words, head sizes multiples of 16 from [`COOP_MIN_HEAD`] (K; 32 over
+/// [`COOP_SMALL_HEAD_MIN_KV`] keys) up to [`COOP_MAX_HEAD`], and the workgroup memory.
 fn coop_attention(ctx: &Ctx, n_q: u64, (k, v): (&Operand, &Operand)) -> bool {
     let (d, dv) = (k.layout.ne[0], v.layout.ne[0]);
     let room = u64::from(ctx.caps.limits.max_compute_workgroup_storage_size);
@@ -285,7 +289,7 @@ fn coop_attention(ctx: &Ctx, n_q: u64, (k, v): (&Operand, &Operand)) -> bool {
         && super::matmul::coop_f16(ctx.caps)
         && k.dtype == DType::F16
         && v.dtype == DType::F16
-        && d >= COOP_MIN_HEAD
+        && (d >= COOP_MIN_HEAD || d == 32 && k.layout.ne[1] >= COOP_SMALL_HEAD_MIN_KV)
         && [d, dv]
             .iter()
             .all(|&n| n.is_multiple_of(16) && n <= COOP_MAX_HEAD)

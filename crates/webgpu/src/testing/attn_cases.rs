@@ -406,6 +406,17 @@ fn flash_attn_cases(out: &mut Vec<Case>) {
             ..BASE
         },
         Spec {
+            d: 32,
+            dv: 32,
+            n_q: 40,
+            n_kv: 200,
+            n_head: 6,
+            n_head_kv: 6,
+            batch: 2,
+            mask: random32_dead,
+            ..BASE
+        },
+        Spec {
             d: 128,
             dv: 128,
             n_q: 33,
